@@ -1,0 +1,3 @@
+from rlperf.cli import main
+
+raise SystemExit(main())

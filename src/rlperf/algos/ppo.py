@@ -1,0 +1,182 @@
+"""Proximal Policy Optimization (Schulman et al. 2017), clipped surrogate objective.
+
+Reads top to bottom: the data it needs, the advantage computation, then the epochs of
+minibatch updates with the loss. Knobs cover both CleanRL's Atari recipe (value clipping
+around the old prediction, advantage normalisation, learning-rate annealing) and RLlib's
+(adaptive KL penalty, clamped value error), so the thesis's RLlib runs can be reproduced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from rlperf.algos.returns import gae
+from rlperf.config.schema import PPOConfig
+from rlperf.core.protocols import GradientStep, OptimizerSpec
+from rlperf.core.types import DataSpec, Progress, Rollout
+from rlperf.models.policy import ActorCritic
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var[target - predicted] / Var[target]: 1 is perfect, 0 no better than a constant."""
+    var = target.var()
+    return float("nan") if var == 0 else float(1 - (target - predicted).var() / var)
+
+
+def ppo_loss(
+    cfg: PPOConfig,
+    new_logprob: torch.Tensor,
+    entropy: torch.Tensor,
+    new_value: torch.Tensor,
+    old_logprob: torch.Tensor,
+    old_value: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    kl_coeff: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The PPO loss on one minibatch and its parts (detached), all 1-D tensors of equal length."""
+    logratio = new_logprob - old_logprob
+    ratio = logratio.exp()
+    if cfg.norm_adv:
+        # Per minibatch, as in the PPO paper's Atari runs (and CleanRL / SB3).
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+    # Clipped surrogate: the pessimistic bound of the two objectives (as a loss, the max).
+    pg_loss = torch.max(
+        -advantages * ratio,
+        -advantages * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef),
+    ).mean()
+
+    value_error = (new_value - returns) ** 2
+    if cfg.vf_clip_coef is not None:
+        clipped = old_value + (new_value - old_value).clamp(-cfg.vf_clip_coef, cfg.vf_clip_coef)
+        value_error = torch.max(value_error, (clipped - returns) ** 2)
+    if cfg.vf_loss_clip is not None:
+        value_error = value_error.clamp(max=cfg.vf_loss_clip)
+    v_loss = 0.5 * value_error.mean()
+
+    entropy_mean = entropy.mean()
+    # k3 estimator of KL(old || new) (Schulman 2020): unbiased, non-negative, differentiable.
+    approx_kl = ((ratio - 1) - logratio).mean()
+    loss = pg_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * v_loss
+    if kl_coeff > 0:
+        loss = loss + kl_coeff * approx_kl
+    with torch.no_grad():
+        parts = {
+            "policy_loss": pg_loss.detach(),
+            "value_loss": v_loss.detach(),
+            "entropy": entropy_mean.detach(),
+            "approx_kl": approx_kl.detach(),
+            "clipfrac": ((ratio - 1).abs() > cfg.clip_coef).float().mean(),
+        }
+    return loss, parts
+
+
+class PPO:
+    """PPO over rollouts produced by any on-policy runner."""
+
+    def __init__(self, cfg: PPOConfig, policy: ActorCritic, *, seed: int) -> None:
+        self.cfg = cfg
+        self.policy = policy
+        self.kl_coeff = cfg.kl_coeff
+        self.data_spec = DataSpec(kind="rollout", horizon=cfg.num_steps)
+        # A private generator for minibatch shuffling: its state is checkpointed, so a
+        # resumed run draws the same permutations as an uninterrupted one.
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def optimizer_spec(self) -> OptimizerSpec:
+        return OptimizerSpec("adam", self.cfg.learning_rate, self.cfg.adam_eps)
+
+    def minibatch_size(self, batch_size: int) -> int:
+        if self.cfg.minibatch_size is not None:
+            return min(self.cfg.minibatch_size, batch_size)
+        return max(batch_size // (self.cfg.num_minibatches or 1), 1)
+
+    def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
+        cfg = self.cfg
+        lr = cfg.learning_rate * (progress.fraction_left if cfg.anneal_lr else 1.0)
+        step.set_learning_rate(lr)
+
+        # ---- advantages: one value forward on the bootstrap observation, then GAE ----
+        with torch.no_grad(), step.autocast():
+            next_value = self.policy.value(batch.next_obs_N).float()
+        advantages_TN, returns_TN = gae(
+            batch.rewards_TN, batch.values_TN, batch.dones_TN, next_value, cfg.gamma, cfg.gae_lambda
+        )
+
+        # ---- flatten time and envs into one batch axis ----
+        B = batch.num_steps * batch.num_envs
+        obs_B = batch.obs_TN.reshape(B, *batch.obs_TN.shape[2:])
+        actions_B = batch.actions_TN.reshape(B)
+        logprobs_B = batch.logprobs_TN.reshape(B)
+        values_B = batch.values_TN.reshape(B)
+        advantages_B = advantages_TN.reshape(B)
+        returns_B = returns_TN.reshape(B)
+        mb_size = self.minibatch_size(B)
+
+        totals: dict[str, torch.Tensor] = {}
+        grad_norms: list[float] = []
+        n_minibatches = 0
+        stop_early = False
+        for _epoch in range(cfg.update_epochs):
+            perm = torch.randperm(B, generator=self.generator).to(obs_B.device)
+            # Trailing samples that do not fill a minibatch are skipped this epoch; the
+            # shuffle changes every epoch, so each sample is used in expectation.
+            for start in range(0, B - mb_size + 1, mb_size):
+                idx = perm[start : start + mb_size]
+                with step.autocast():
+                    new_logprob, entropy, new_value = self.policy.evaluate(obs_B[idx], actions_B[idx])
+                loss, parts = ppo_loss(
+                    cfg,
+                    new_logprob,
+                    entropy,
+                    new_value,
+                    logprobs_B[idx],
+                    values_B[idx],
+                    advantages_B[idx],
+                    returns_B[idx],
+                    self.kl_coeff,
+                )
+                grad_norms.append(step(loss, cfg.max_grad_norm))
+                for k, v in parts.items():
+                    totals[k] = totals.get(k, 0.0) + v
+                n_minibatches += 1
+                if cfg.target_kl is not None and float(parts["approx_kl"]) > cfg.target_kl:
+                    stop_early = True
+                    break
+            if stop_early:
+                break
+
+        metrics = {f"losses/{k}": float(v) / max(n_minibatches, 1) for k, v in totals.items()}
+        mean_kl = metrics.get("losses/approx_kl", 0.0)
+        if self.kl_coeff > 0:
+            # RLlib's adaptive KL coefficient, adjusted once per iteration.
+            if mean_kl > 2.0 * cfg.kl_target:
+                self.kl_coeff *= 1.5
+            elif mean_kl < 0.5 * cfg.kl_target:
+                self.kl_coeff *= 0.5
+        metrics.update(
+            {
+                "losses/explained_variance": explained_variance(values_B.float(), returns_B.float()),
+                "losses/learning_rate": lr,
+                "losses/kl_coeff": self.kl_coeff,
+                "losses/grad_norm": sum(grad_norms) / max(len(grad_norms), 1),
+                "losses/minibatches": float(n_minibatches),
+            }
+        )
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.state_dict(),
+            "kl_coeff": self.kl_coeff,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.kl_coeff = float(state["kl_coeff"])
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,270 @@
+"""The ``rlperf`` command line: train, models, doctor.
+
+Bad input never shows a traceback: it is one line, ``rlperf: error: ...``, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from rlperf.config.load import (
+    apply_dict,
+    available_presets,
+    iter_fields,
+    load_config_file,
+    load_preset,
+    parse_override,
+    set_key,
+    type_name,
+)
+from rlperf.config.schema import RunConfig
+from rlperf.core.errors import ConfigError, UserInputError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line and exit 2 (argparse prints usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+def _config_keys_help() -> str:
+    lines = ["config keys (set with --KEY VALUE, --KEY=VALUE or KEY=VALUE; dashes or underscores):"]
+    section = ""
+    for key, hint, doc in iter_fields():
+        top = key.split(".")[0] if "." in key else ""
+        if top != section:
+            section = top
+            lines.append(f"\n  [{section}]")
+        lines.append(f"  {key} ({type_name(hint)}, default {_default(key)!r})\n      {doc}")
+    return "\n".join(lines)
+
+
+def _default(key: str) -> object:
+    node: object = RunConfig()
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim):
+  -m/--model 1..6      model.name=thesis-N (names such as nature, mlp work too)
+  -g/--gpu             none|gpu0|gpu1|both: the visible GPUs (CUDA_VISIBLE_DEVICES); the learner
+                       goes on a GPU when any is visible, actors take what the learner leaves
+  -d/--driver-gpus X   GPUs for the learner (RLlib's driver); with X < visible GPUs the actors get
+                       a GPU too, with X = 0 the learner stays on the CPU
+  -w/--workers N       runner.num_workers
+  -s/--save-name NAME  the run directory becomes RUNS_ROOT/NAME
+  -i/--iters N         stop.iterations (a total: a resumed run counts the iterations already done)
+  -c/--cpus N          runner.torch_threads
+  -a/--set-affinity L  runner.cpu_affinity, a CPU list such as 0,1 or 0-3
+  -r/--restore-dir DIR same as --resume DIR"""
+
+
+def _train_parser() -> _Parser:
+    p = _Parser(
+        prog="rlperf train",
+        description="Train an agent; every run writes a run directory with metrics, checkpoints and a manifest.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=THESIS_ALIASES + "\n\n" + _config_keys_help(),
+        allow_abbrev=False,
+    )
+    p.add_argument("--algo", help="algorithm: ppo")
+    p.add_argument("--env", help="environment id, e.g. ALE/Pong-v5 or CartPole-v1")
+    p.add_argument("--preset", action="append", default=[], help=f"YAML preset (repeatable, applied in order): {', '.join(available_presets())} or a file")
+    p.add_argument("-m", "--model", help="model name or thesis model number 1..6 (see `rlperf models`)")
+    p.add_argument("--runner", help="execution architecture: inproc")
+    p.add_argument("--seed", help="random seed")
+    p.add_argument("--runs-root", help="directory for run directories (default runs)")
+    p.add_argument("--resume", "-r", "--restore-dir", dest="resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    p.add_argument("--checkpoint", metavar="PATH", help="with --resume: resume from this checkpoint instead of the latest")
+    p.add_argument("--no-progress", action="store_true", help="no live console display")
+    p.add_argument("-g", "--gpu", choices=["none", "gpu0", "gpu1", "both"], help=argparse.SUPPRESS)
+    p.add_argument("-d", "--driver-gpus", help=argparse.SUPPRESS)
+    p.add_argument("-w", "--workers", help=argparse.SUPPRESS)
+    p.add_argument("-s", "--save-name", help=argparse.SUPPRESS)
+    p.add_argument("-i", "--iters", help=argparse.SUPPRESS)
+    p.add_argument("-c", "--cpus", help=argparse.SUPPRESS)
+    p.add_argument("-a", "--set-affinity", help=argparse.SUPPRESS)
+    return p
+
+
+def _overrides(tokens: list[str]) -> list[tuple[str, object]]:
+    """Dotted overrides from the arguments argparse did not know."""
+    out: list[tuple[str, object]] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("--") and "=" in tok:
+            out.append(parse_override(tok[2:]))
+        elif tok.startswith("--"):
+            if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
+                raise ConfigError(f"option {tok} needs a value")
+            out.append(parse_override(f"{tok[2:]}={tokens[i + 1]}"))
+            i += 1
+        elif "=" in tok:
+            out.append(parse_override(tok))
+        else:
+            raise ConfigError(f"unrecognized argument {tok!r}; config overrides look like ppo.learning_rate=1e-4")
+        i += 1
+    return out
+
+
+def _gpu_placement(gpu: str, driver_gpus: str | None) -> list[tuple[str, object]]:
+    """Map the thesis's -g/-d onto learner/actor devices (see THESIS_ALIASES)."""
+    visible = {"none": "", "gpu0": "0", "gpu1": "1", "both": "0,1"}[gpu]
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible  # before anything initialises CUDA
+    count = len(visible.split(",")) if visible else 0
+    try:
+        driver = float(driver_gpus) if driver_gpus is not None else 1.0
+    except ValueError:
+        raise ConfigError(f"--driver-gpus must be a number, got {driver_gpus!r}") from None
+    if driver < 0:
+        raise ConfigError(f"--driver-gpus must be zero or positive, got {driver_gpus}")
+    if count == 0:
+        return [("runner.learner_device", "cpu"), ("runner.actor_device", "cpu")]
+    learner = "cuda:0" if driver > 0 else "cpu"
+    leftover = count - driver
+    actor = "cpu" if leftover <= 1e-9 else ("cuda:1" if count == 2 and driver >= 1 else "cuda:0")
+    return [("runner.learner_device", learner), ("runner.actor_device", actor)]
+
+
+FROZEN_ON_RESUME = ("algo", "env.id", "model.")
+
+
+def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespace]:
+    """The resolved RunConfig: defaults < (saved config on resume) < presets < flags, in order."""
+    args, rest = _train_parser().parse_known_args(list(argv))
+    explicit: list[tuple[str, object]] = []
+    for flag, key in [("algo", "algo"), ("env", "env.id"), ("model", "model.name"), ("runner", "runner.name"),
+                      ("seed", "seed"), ("runs_root", "runs_root"), ("workers", "runner.num_workers"),
+                      ("save_name", "run_name"), ("iters", "stop.iterations"), ("cpus", "runner.torch_threads"),
+                      ("set_affinity", "runner.cpu_affinity")]:
+        value = getattr(args, flag)
+        if value is not None:
+            explicit.append((key, value))
+    if args.gpu is not None:
+        explicit += _gpu_placement(args.gpu, args.driver_gpus)
+    elif args.driver_gpus is not None:
+        raise ConfigError("--driver-gpus needs --gpu (gpu0, gpu1 or both)")
+    explicit += _overrides(rest)
+
+    if args.resume:
+        run_dir = _run_dir_of(Path(args.resume))
+        cfg = load_config_file(run_dir / "config.yaml")
+        saved = {k: _default_of(cfg, k) for k, _, _ in iter_fields()}
+    else:
+        cfg, saved = RunConfig(), None
+    if args.checkpoint and not args.resume:
+        raise ConfigError("--checkpoint needs --resume RUN_DIR")
+    for preset in args.preset:
+        apply_dict(cfg, load_preset(preset), f"preset {preset}")
+    for key, value in explicit:
+        set_key(cfg, key, value)
+    if saved is not None:
+        for key, _, _ in iter_fields():
+            if key.startswith(FROZEN_ON_RESUME) and _default_of(cfg, key) != saved[key] and not (key == "model.name" and _same_model(saved[key], _default_of(cfg, key))):
+                raise ConfigError(f"{key} cannot change on resume (run has {saved[key]!r}, got {_default_of(cfg, key)!r})")
+    return cfg, args
+
+
+def _same_model(a: object, b: object) -> bool:
+    from rlperf.models.catalog import resolve_model_name
+
+    return resolve_model_name(str(a)) == resolve_model_name(str(b))
+
+
+def _default_of(cfg: RunConfig, key: str) -> object:
+    node: object = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def _run_dir_of(path: Path) -> Path:
+    """The run directory of ``path`` (a run directory, or a checkpoint inside one)."""
+    for candidate in (path, *path.parents[:2]):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    raise ConfigError(f"{path} is not a run directory (no config.yaml found); pass the directory a run printed as run_dir")
+
+
+def cmd_train(argv: Sequence[str]) -> int:
+    cfg, args = build_train_config(argv)
+    from rlperf.session import TrainingSession, default_run_name  # heavy imports after parsing
+
+    if args.resume:
+        run_dir = _run_dir_of(Path(args.resume))
+        resume_from = Path(args.checkpoint) if args.checkpoint else run_dir
+    else:
+        run_dir = Path(cfg.runs_root) / (cfg.run_name or default_run_name(cfg))
+        resume_from = None
+    session = TrainingSession(cfg, run_dir, command=["rlperf", "train", *argv], resume_from=resume_from, progress=not args.no_progress)
+    session.run()
+    print(f"run_dir: {run_dir}")
+    return 0
+
+
+def cmd_models(argv: Sequence[str]) -> int:
+    p = _Parser(prog="rlperf models", description="List the built-in models with input shape and trainable parameters.")
+    p.add_argument("--actions", default="6", help="number of actions for the heads (Pong: 6)")
+    p.add_argument("--frames", default="4", help="stacked frames (input channels)")
+    args = p.parse_args(list(argv))
+    try:
+        actions, frames = int(args.actions), int(args.frames)
+    except ValueError:
+        raise ConfigError("--actions and --frames must be integers") from None
+    if actions < 1 or frames < 1:
+        raise ConfigError("--actions and --frames must be positive")
+    from rlperf.config.schema import ModelConfig
+    from rlperf.models.catalog import MODELS, build_model, count_parameters
+
+    print(f"{'model':<10} {'input':<16} {'parameters':>12}  description")
+    for name, spec in MODELS.items():
+        if spec.kind == "mlp":
+            shape: tuple[int, ...] = (4,)
+            shape_text = "features (e.g. 4)"
+        else:
+            dim = spec.input_dim or 84
+            shape = (frames, dim, dim)
+            shape_text = f"{frames}x{dim}x{dim} uint8"
+        params = count_parameters(build_model(ModelConfig(name=name), shape, actions))
+        print(f"{name:<10} {shape_text:<16} {params:>12,}  {spec.description}")
+    return 0
+
+
+def cmd_doctor(argv: Sequence[str]) -> int:
+    _Parser(prog="rlperf doctor", description="Machine facts and the recommended placement.").parse_args(list(argv))
+    from rlperf.telemetry.system import doctor_report, format_doctor
+
+    print(format_doctor(doctor_report()))
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "models": cmd_models, "doctor": cmd_doctor}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: rlperf {train,models,doctor} ...\n\n"
+              "  train   train an agent (rlperf train --help for every option)\n"
+              "  models  list the built-in models\n"
+              "  doctor  machine facts and the recommended device placement")
+        return 0 if argv else EXIT_USAGE
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"rlperf: error: unknown command {command!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return COMMANDS[command](rest)
+    except UserInputError as exc:
+        print(f"rlperf: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,186 @@
+"""The run configuration: nested dataclasses, one per concern.
+
+Every field carries a one-line docstring right under it; ``rlperf train --help`` is built
+from those docstrings, so they are the user documentation of each knob. Hyperparameter
+names follow the community (CleanRL / Stable-Baselines3 / RLlib): ``num_envs``,
+``num_steps``, ``gamma``, ``gae_lambda``, ``clip_coef``, ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class EnvConfig:
+    """The game and its preprocessing."""
+
+    id: str = "ALE/Pong-v5"
+    """Gymnasium environment id (Atari games as ALE/<Game>-v5; any registered id such as CartPole-v1)."""
+    num_envs: int = 8
+    """Number of environment copies stepped together (the batch of the acting forward pass)."""
+    dim: int | None = None
+    """Atari frame size after resizing (dim x dim); unset = the model's input size (84, 168 or 252)."""
+    frame_stack: int = 4
+    """Atari: number of consecutive frames stacked into one observation."""
+    frameskip: int = 4
+    """Atari: emulator frames per agent step (the action is repeated)."""
+    max_pool: bool = True
+    """Atari: max-pool the last two frames of each skip (removes sprite flicker)."""
+    noop_max: int = 30
+    """Atari: up to this many random no-op actions after each reset (0 disables)."""
+    fire_reset: bool = True
+    """Atari: press FIRE after reset in games that need it to start."""
+    episodic_life: bool = True
+    """Atari: a lost life ends the training episode (the true game continues; returns are per game)."""
+    clip_rewards: bool = True
+    """Clip training rewards to their sign (-1, 0, +1); reported returns stay unclipped."""
+    grayscale: bool = True
+    """Atari: convert frames to grayscale (otherwise RGB, 3 channels per stacked frame)."""
+    repeat_action_probability: float = 0.0
+    """Atari sticky actions: probability the emulator repeats the previous action (0.25 in Pong-v0 / v5 default)."""
+    full_action_space: bool = False
+    """Atari: use all 18 actions instead of the game's minimal set."""
+    max_episode_steps: int | None = 27000
+    """Truncate a game after this many agent steps (27000 x frameskip 4 = 108000 frames); unset = no limit."""
+
+
+@dataclass
+class ModelConfig:
+    """The policy network."""
+
+    name: str = "nature"
+    """Built-in model: nature, thesis-1 ... thesis-6 (or 1..6), mlp (see `rlperf models`)."""
+    vf_share_layers: bool | None = None
+    """Share the torso between policy and value heads; unset = the model's default (thesis models: separate towers)."""
+    hidden_sizes: list[int] | None = None
+    """MLP hidden layer sizes; unset = the model's default (mlp: 64, 64)."""
+
+
+@dataclass
+class PPOConfig:
+    """Proximal Policy Optimization hyperparameters."""
+
+    num_steps: int = 128
+    """Steps collected per env per iteration (rollout length T); a batch is num_envs x num_steps."""
+    num_minibatches: int | None = 4
+    """Minibatches per epoch (CleanRL); set minibatch_size instead to fix their size (RLlib)."""
+    minibatch_size: int | None = None
+    """Samples per minibatch (RLlib's sgd_minibatch_size); overrides num_minibatches when set."""
+    update_epochs: int = 4
+    """Passes over the batch per iteration (RLlib's num_sgd_iter)."""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run's step budget."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda (1.0 = Monte-Carlo advantages)."""
+    clip_coef: float = 0.1
+    """Surrogate clipping coefficient epsilon."""
+    vf_clip_coef: float | None = 0.1
+    """Clip the new value prediction to old value +- this (CleanRL's clip_vloss); unset = off."""
+    vf_loss_clip: float | None = None
+    """Clamp the squared value error at this value (RLlib's vf_clip_param); unset = off."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float | None = 0.5
+    """Clip the global gradient norm to this value; unset = no clipping."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    kl_coeff: float = 0.0
+    """Initial coefficient of the adaptive KL penalty (RLlib's kl_coeff; 0 = off)."""
+    kl_target: float = 0.01
+    """KL target of the adaptive penalty: the coefficient x1.5 above 2x target, x0.5 below target/2."""
+    target_kl: float | None = None
+    """Stop the epochs of an iteration early once approx KL exceeds this; unset = never."""
+
+
+@dataclass
+class RunnerConfig:
+    """Who steps the envs, where the networks live, and which CPU resources are used."""
+
+    name: str = "inproc"
+    """Execution architecture: inproc (envs and learner in one process)."""
+    num_workers: int = 1
+    """Rollout workers; num_envs must divide evenly among them (inproc steps all of them in one process)."""
+    learner_device: str = "cpu"
+    """Device of the learner's network: cpu, cuda, cuda:N."""
+    actor_device: str = "cpu"
+    """Device of the acting copy of the network: cpu, cuda, cuda:N."""
+    torch_threads: int | None = None
+    """torch intra-op threads of the learner process; unset = torch's default (all cores)."""
+    cpu_affinity: list[int] | None = None
+    """Pin the process to these CPU ids (os.sched_setaffinity), e.g. 0,1 or 0-3; unset = no pinning."""
+    precision: str = "fp32"
+    """Learner compute precision: fp32, or bf16 (autocast; fast on CPUs with AMX and on recent GPUs)."""
+    channels_last: bool = True
+    """Keep conv weights and activations in channels-last layout (same results, faster oneDNN kernels)."""
+
+
+@dataclass
+class StopConfig:
+    """When training stops (the first criterion met wins); at least one must be set."""
+
+    total_timesteps: int | None = 10_000_000
+    """Stop after this many env steps (agent decisions, not frames)."""
+    iterations: int | None = None
+    """Stop after this many iterations (collect + update)."""
+    wall_time_s: float | None = None
+    """Stop after this many seconds of training."""
+    target_reward: float | None = None
+    """Stop once the reward criterion below reaches this value."""
+    target_reward_metric: str = "mean100"
+    """Reward criterion: mean100 (mean of the last 100 true episodes) or ema (003's moving average, alpha 0.98)."""
+
+
+@dataclass
+class CheckpointConfig:
+    """Checkpoints: atomic, safetensors + JSON, the last few kept."""
+
+    every: int = 50
+    """Write a checkpoint every this many iterations (and always at the end); 0 = only at the end."""
+    keep: int = 3
+    """Number of most recent checkpoints kept on disk."""
+
+
+@dataclass
+class TelemetryConfig:
+    """What is measured and where it goes."""
+
+    progress: bool = True
+    """Live console display of SPS, ETA and the phase split (off automatically without a TTY or in CI)."""
+    tensorboard: bool = True
+    """Write TensorBoard event files into the run directory."""
+    sysmon: bool = True
+    """Sample CPU, RAM, GPU and energy use in a background thread."""
+    sysmon_interval_s: float = 0.5
+    """Seconds between two system samples."""
+    warmup_iterations: int = 1
+    """First iterations marked as warm-up (allocator, kernel selection) and left out of summaries."""
+
+
+@dataclass
+class RunConfig:
+    """A complete training run."""
+
+    algo: str = "ppo"
+    """Learning algorithm: ppo."""
+    seed: int = 1
+    """Seed of every random generator (envs get seed + index)."""
+    runs_root: str = "runs"
+    """Directory under which run directories are created."""
+    run_name: str | None = None
+    """Run directory name under runs_root; unset = <env>__<algo>__<runner>__s<seed>__<utc time>."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    stop: StopConfig = field(default_factory=StopConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)

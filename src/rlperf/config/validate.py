@@ -1,0 +1,90 @@
+"""Checks of a RunConfig's values that do not need to build anything.
+
+Names that depend on what is registered (algorithms, runners, models, env ids) are checked
+by :mod:`rlperf.registry`, which knows them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from rlperf.config.schema import RunConfig
+from rlperf.core.errors import ConfigError
+
+PRECISIONS = ("fp32", "bf16")
+REWARD_METRICS = ("mean100", "ema")
+_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
+
+
+def _positive(key: str, value: int | float | None, allow_none: bool = True) -> None:
+    if value is None:
+        if not allow_none:
+            raise ConfigError(f"{key} must be set")
+        return
+    if value <= 0:
+        raise ConfigError(f"{key} must be positive, got {value}")
+
+
+def validate(cfg: RunConfig) -> None:
+    """Raise ConfigError on the first invalid value."""
+    env, ppo, runner, stop = cfg.env, cfg.ppo, cfg.runner, cfg.stop
+    for key, value in [
+        ("env.num_envs", env.num_envs),
+        ("env.frame_stack", env.frame_stack),
+        ("env.frameskip", env.frameskip),
+        ("env.dim", env.dim),
+        ("env.max_episode_steps", env.max_episode_steps),
+        ("ppo.num_steps", ppo.num_steps),
+        ("ppo.num_minibatches", ppo.num_minibatches),
+        ("ppo.minibatch_size", ppo.minibatch_size),
+        ("ppo.update_epochs", ppo.update_epochs),
+        ("ppo.learning_rate", ppo.learning_rate),
+        ("ppo.clip_coef", ppo.clip_coef),
+        ("ppo.vf_clip_coef", ppo.vf_clip_coef),
+        ("ppo.vf_loss_clip", ppo.vf_loss_clip),
+        ("ppo.max_grad_norm", ppo.max_grad_norm),
+        ("ppo.kl_target", ppo.kl_target),
+        ("ppo.target_kl", ppo.target_kl),
+        ("runner.num_workers", runner.num_workers),
+        ("runner.torch_threads", runner.torch_threads),
+        ("stop.total_timesteps", stop.total_timesteps),
+        ("stop.iterations", stop.iterations),
+        ("stop.wall_time_s", stop.wall_time_s),
+        ("telemetry.sysmon_interval_s", cfg.telemetry.sysmon_interval_s),
+        ("checkpoint.keep", cfg.checkpoint.keep),
+    ]:
+        _positive(key, value)
+    for key, value in [("env.noop_max", env.noop_max), ("ppo.ent_coef", ppo.ent_coef),
+                       ("ppo.vf_coef", ppo.vf_coef), ("ppo.kl_coeff", ppo.kl_coeff),
+                       ("checkpoint.every", cfg.checkpoint.every),
+                       ("telemetry.warmup_iterations", cfg.telemetry.warmup_iterations)]:
+        if value < 0:
+            raise ConfigError(f"{key} must be zero or positive, got {value}")
+    for key, value in [("ppo.gamma", ppo.gamma), ("ppo.gae_lambda", ppo.gae_lambda),
+                       ("env.repeat_action_probability", env.repeat_action_probability)]:
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{key} must be between 0 and 1, got {value}")
+    if env.num_envs % runner.num_workers:
+        raise ConfigError(
+            f"env.num_envs ({env.num_envs}) must be divisible by runner.num_workers ({runner.num_workers})"
+        )
+    if (ppo.num_minibatches is None) == (ppo.minibatch_size is None):
+        raise ConfigError("set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)")
+    batch = env.num_envs * ppo.num_steps
+    if ppo.num_minibatches is not None and ppo.num_minibatches > batch:
+        raise ConfigError(f"ppo.num_minibatches ({ppo.num_minibatches}) exceeds the batch size num_envs x num_steps = {batch}")
+    if runner.precision not in PRECISIONS:
+        raise ConfigError(f"runner.precision must be one of {', '.join(PRECISIONS)}, got {runner.precision!r}")
+    for key, dev in [("runner.learner_device", runner.learner_device), ("runner.actor_device", runner.actor_device)]:
+        if not _DEVICE.match(dev):
+            raise ConfigError(f"{key} must be cpu, cuda, cuda:N or mps, got {dev!r}")
+    if runner.cpu_affinity is not None:
+        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+        bad = sorted(set(runner.cpu_affinity) - usable)
+        if bad:
+            raise ConfigError(f"runner.cpu_affinity names CPUs {bad} that this process cannot use; available: {sorted(usable)}")
+    if stop.target_reward_metric not in REWARD_METRICS:
+        raise ConfigError(f"stop.target_reward_metric must be one of {', '.join(REWARD_METRICS)}, got {stop.target_reward_metric!r}")
+    if all(v is None for v in (stop.total_timesteps, stop.iterations, stop.wall_time_s, stop.target_reward)):
+        raise ConfigError("no stop criterion: set stop.total_timesteps, stop.iterations, stop.wall_time_s or stop.target_reward")

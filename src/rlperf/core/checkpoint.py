@@ -1,0 +1,196 @@
+"""Atomic checkpoints without pickle.
+
+A checkpoint is a directory ``ckpt_<updates>_<env_steps>/`` holding
+
+- ``state.safetensors``: every tensor and array of the nested state, under its dotted path;
+- ``state.json``: the rest of the tree (numbers, strings, lists), with a placeholder where a
+  tensor was, plus the SHA-256 and size of the safetensors file so truncation or corruption
+  is detected before anything is loaded.
+
+Writes go to a temporary directory that is fsynced and then renamed into place; only then
+is the ``latest`` pointer replaced (also by rename). A crash at any moment leaves either the
+old or the new checkpoint complete, never a torn one that ``latest`` points to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from rlperf.core.errors import CheckpointError
+
+FORMAT_VERSION = 1
+TENSORS_FILE = "state.safetensors"
+TREE_FILE = "state.json"
+LATEST = "latest"
+_TENSOR = "__tensor__"
+_NDARRAY = "__ndarray__"
+
+
+def _flatten(obj: Any, path: str, tensors: dict[str, torch.Tensor]) -> Any:
+    """The JSON tree of ``obj`` with tensors and arrays moved into ``tensors``."""
+    if isinstance(obj, torch.Tensor):
+        tensors[path] = obj.detach().to("cpu").contiguous().clone()
+        return {_TENSOR: path}
+    if isinstance(obj, np.ndarray):
+        tensors[path] = torch.from_numpy(np.ascontiguousarray(obj).copy())
+        return {_NDARRAY: path}
+    if isinstance(obj, dict):
+        return {str(k): _flatten(v, f"{path}.{k}" if path else str(k), tensors) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_flatten(v, f"{path}.{i}", tensors) for i, v in enumerate(obj)]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    raise TypeError(f"cannot checkpoint {type(obj).__name__} at {path!r}")
+
+
+def _unflatten(tree: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(tree, dict):
+        if set(tree) == {_TENSOR}:
+            return tensors[tree[_TENSOR]]
+        if set(tree) == {_NDARRAY}:
+            return tensors[tree[_NDARRAY]].numpy()
+        return {k: _unflatten(v, tensors) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_unflatten(v, tensors) for v in tree]
+    return tree
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with path.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so readers see the old or the new content, never half."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    _write_file(tmp, text.encode())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def checkpoint_name(updates: int, env_steps: int) -> str:
+    return f"ckpt_{updates:08d}_{env_steps:012d}"
+
+
+def save_checkpoint(root: Path, name: str, state: dict[str, Any], keep: int) -> Path:
+    """Write ``state`` atomically as ``root/name``, point ``latest`` at it, keep the newest ``keep``."""
+    root.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    tree = _flatten(state, "", tensors)
+    tmp = root / f".tmp-{name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    save_file(tensors, str(tmp / TENSORS_FILE))
+    with (tmp / TENSORS_FILE).open("rb+") as f:
+        os.fsync(f.fileno())
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "tensors_sha256": _sha256(tmp / TENSORS_FILE),
+        "tensors_bytes": (tmp / TENSORS_FILE).stat().st_size,
+        "state": tree,
+    }
+    _write_file(tmp / TREE_FILE, json.dumps(meta).encode())
+    _fsync_dir(tmp)
+    final = root / name
+    if final.exists():  # re-saving the same step (e.g. final save right after a periodic one)
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _fsync_dir(root)
+    atomic_write_text(root / LATEST, name + "\n")
+    _prune(root, keep)
+    return final
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    """Complete-looking checkpoint directories under ``root``, oldest first."""
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("ckpt_"))
+
+
+def _prune(root: Path, keep: int) -> None:
+    for old in list_checkpoints(root)[: -max(keep, 1)]:
+        shutil.rmtree(old, ignore_errors=True)
+    for tmp in root.glob(".tmp-*"):  # leftovers of writes killed midway
+        if tmp.is_dir() and not tmp.name.endswith(f"-{os.getpid()}"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """The checkpoint directory meant by ``path``: a checkpoint, a checkpoints dir or a run dir."""
+    if (path / TREE_FILE).exists() or (path / TENSORS_FILE).exists():
+        return path
+    root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+    latest = root / LATEST
+    if latest.is_file():
+        name = latest.read_text().strip()
+        if name:
+            return root / name
+    found = list_checkpoints(root)
+    if not found:
+        raise CheckpointError(f"no checkpoint found in {path} (expected a run directory or a ckpt_* directory)")
+    return found[-1]
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Load and verify a checkpoint (anything :func:`resolve_checkpoint` accepts)."""
+    ckpt = resolve_checkpoint(path)
+    tree_file, tensors_file = ckpt / TREE_FILE, ckpt / TENSORS_FILE
+    if not tree_file.is_file() or not tensors_file.is_file():
+        raise CheckpointError(
+            f"checkpoint {ckpt} is incomplete: it needs {TREE_FILE} and {TENSORS_FILE}"
+            + _previous_hint(ckpt)
+        )
+    try:
+        meta = json.loads(tree_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {ckpt} is corrupted: {TREE_FILE} is not valid JSON ({exc})" + _previous_hint(ckpt)) from None
+    if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint {ckpt} has an unsupported format (expected format_version {FORMAT_VERSION})")
+    size = tensors_file.stat().st_size
+    if size != meta.get("tensors_bytes") or _sha256(tensors_file) != meta.get("tensors_sha256"):
+        raise CheckpointError(
+            f"checkpoint {ckpt} is corrupted: {TENSORS_FILE} does not match its recorded size/checksum"
+            + _previous_hint(ckpt)
+        )
+    tensors = load_file(str(tensors_file))
+    state = _unflatten(meta["state"], tensors)
+    state["_checkpoint_path"] = str(ckpt)
+    return state
+
+
+def _previous_hint(ckpt: Path) -> str:
+    previous = [p for p in list_checkpoints(ckpt.parent) if p.name < ckpt.name]
+    if previous:
+        return f"; the previous checkpoint {previous[-1]} can be used with --checkpoint"
+    return ""

@@ -1,0 +1,18 @@
+"""Errors that carry a one-line message meant for the user.
+
+The CLI turns a :class:`UserInputError` into ``rlperf: error: <message>`` and exit code 2,
+never a traceback; anything else is a bug and keeps its traceback.
+"""
+
+
+class UserInputError(ValueError):
+    """Bad input from the user (config, CLI, file, checkpoint); the message names the problem
+    and what is valid."""
+
+
+class ConfigError(UserInputError):
+    """An invalid configuration key or value."""
+
+
+class CheckpointError(UserInputError):
+    """A checkpoint that is missing, truncated or corrupted."""

@@ -1,0 +1,81 @@
+"""Gradient steps that runners hand to algorithms (see :class:`rlperf.core.protocols.GradientStep`)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlperf.core.protocols import OptimizerSpec
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def build_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch.optim.Optimizer:
+    """The torch optimizer named by ``spec``."""
+    if spec.name == "adam":
+        # foreach kernels: one fused pass over all parameters instead of one per tensor.
+        return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
+    if spec.name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
+    raise ValueError(f"unknown optimizer {spec.name!r}; valid: adam, rmsprop")
+
+
+class LocalGradientStep:
+    """Backward + clip + optimizer step on parameters that live in this process.
+
+    ``precision="bf16"`` runs the forward pass under ``torch.autocast`` with bfloat16: on CPUs
+    with AMX (and GPUs with bf16 tensor cores) convolutions and matmuls take the fast kernels,
+    while parameters, gradients and optimizer state stay fp32.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        spec: OptimizerSpec,
+        *,
+        device: torch.device,
+        precision: str = "fp32",
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.params, spec)
+        self.device = device
+        self.precision = precision
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def __call__(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> float:
+        # set_to_none: no memset of every gradient; backward writes fresh tensors.
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = math.nan
+        if max_grad_norm is not None:
+            grad_norm = float(nn.utils.clip_grad_norm_(self.params, max_grad_norm, foreach=True))
+        self.optimizer.step()
+        return grad_norm
+
+    def set_learning_rate(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    @property
+    def learning_rate(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        state = dict(state)
+        # Checkpoints store JSON-style string keys; torch keys per-parameter state by index.
+        state["state"] = {int(k): v for k, v in state["state"].items()}
+        self.optimizer.load_state_dict(state)

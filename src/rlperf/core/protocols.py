@@ -1,0 +1,78 @@
+"""The contracts between runners and algorithms (see docs/architecture.md).
+
+Dependencies point one way: ``runners -> core <- algos``. A runner knows an algorithm only
+through :class:`Algorithm`; an algorithm knows the runner only through the
+:class:`GradientStep` it is handed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from rlperf.core.types import DataSpec, Progress, Rollout
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """The optimizer an algorithm wants; the runner builds it (locally, shared, distributed)."""
+
+    name: str
+    """adam or rmsprop."""
+    learning_rate: float
+    eps: float = 1e-8
+
+
+class GradientStep(Protocol):
+    """One optimizer step on a loss, provided by the runner.
+
+    The runner decides where gradients go (a local optimizer, a Hogwild shared model, an
+    all-reduce) and at which precision the forward pass runs; the algorithm only builds the
+    loss inside :meth:`autocast` and hands it over.
+    """
+
+    def __call__(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> float:
+        """Backward, clip, step; returns the gradient norm before clipping (nan if not computed)."""
+        ...
+
+    def autocast(self) -> AbstractContextManager[Any]:
+        """Context for the forward pass (mixed precision when the runner enables it)."""
+        ...
+
+    def set_learning_rate(self, lr: float) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class Policy(Protocol):
+    """A network that acts; exportable (an ``nn.Module``)."""
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; returns (actions, logprobs, values)."""
+        ...
+
+    def parameters(self) -> Iterator[nn.Parameter]: ...
+
+
+class Algorithm(Protocol):
+    """The learning maths: what data it needs and how it learns from a batch."""
+
+    data_spec: DataSpec
+    policy: nn.Module
+
+    def optimizer_spec(self) -> OptimizerSpec: ...
+
+    def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
+        """Learn from one batch; returns metrics named ``losses/...``."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...

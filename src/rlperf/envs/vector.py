@@ -1,0 +1,105 @@
+"""Synchronous, in-process vector of :class:`SingleEnv` — the interface the runners step.
+
+Subprocess and EnvPool runners implement the same small interface: ``num_envs``,
+``single_observation_space``, ``single_action_space``, ``reset``, ``step``, ``get_state``,
+``set_state`` and ``close``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import gymnasium
+import numpy as np
+
+from rlperf.envs.base import EnvState, EpisodeEnd, SingleEnv
+
+
+@dataclass
+class VecStep:
+    """The result of one step of every env in a vector."""
+
+    obs: np.ndarray
+    """(N, *obs_shape) observations after the step; for an env whose episode ended, the first
+    observation of its next episode (same-step autoreset). A buffer owned by the vector env."""
+    rewards: np.ndarray
+    """float32 (N,) training rewards (clipped if configured)."""
+    terminations: np.ndarray
+    """bool (N,) training episode terminated (a lost life counts under episodic life)."""
+    truncations: np.ndarray
+    """bool (N,) episode cut by a step limit."""
+    episodes: list[EpisodeEnd]
+    """True games that ended during this step, with their unclipped returns."""
+
+
+class SyncVectorEnv:
+    """Steps N envs one after the other in the calling process.
+
+    Autoreset is SAME-STEP: when env ``i`` terminates or truncates, it is reset inside
+    :meth:`step` and ``obs[i]`` is the first observation of its next (pseudo-)episode; the final
+    observation of the finished episode is discarded (PPO with GAE does not need it; a
+    truncation is treated like a termination by the learner).
+
+    Observations are written into ONE preallocated ``(N, *obs_shape)`` array of the
+    observation space's dtype (``uint8`` for Atari), returned by :meth:`reset`, :meth:`step`
+    and :meth:`set_state`: it is valid until the next of these calls, so callers that keep
+    observations must copy them (the rollout buffer does exactly that, once).
+    """
+
+    def __init__(self, envs: Sequence[SingleEnv]) -> None:
+        """Take ownership of ``envs`` (all built from the same config)."""
+        if not envs:
+            raise ValueError("SyncVectorEnv needs at least one env")
+        self.envs: list[SingleEnv] = list(envs)
+        self.num_envs = len(self.envs)
+        self.single_observation_space: gymnasium.spaces.Box = self.envs[0].observation_space
+        self.single_action_space: gymnasium.spaces.Discrete = self.envs[0].action_space
+        space = self.single_observation_space
+        self._obs = np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Reset every env, env ``i`` with ``seed + i``; returns the observation buffer."""
+        for i, env in enumerate(self.envs):
+            self._obs[i] = env.reset(seed=seed + i)
+        return self._obs
+
+    def step(self, actions: np.ndarray) -> VecStep:
+        """Apply ``actions[i]`` to env ``i``, autoresetting finished envs in the same step."""
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float32)
+        terminations = np.zeros(n, dtype=bool)
+        truncations = np.zeros(n, dtype=bool)
+        episodes: list[EpisodeEnd] = []
+        # Python ints index the envs' action tables faster than numpy scalars.
+        action_list = np.asarray(actions).reshape(n).tolist()
+        obs_buffer = self._obs
+        for i, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, game_end = env.step(action_list[i])
+            rewards[i] = reward
+            if game_end is not None:
+                episodes.append(EpisodeEnd(i, game_end[0], game_end[1]))
+            if terminated or truncated:
+                terminations[i] = terminated
+                truncations[i] = truncated
+                obs = env.reset()
+            obs_buffer[i] = obs
+        return VecStep(obs_buffer, rewards, terminations, truncations, episodes)
+
+    def get_state(self) -> list[EnvState]:
+        """Exact snapshots of every env, in order."""
+        return [env.get_state() for env in self.envs]
+
+    def set_state(self, states: Sequence[EnvState]) -> np.ndarray:
+        """Restore every env; returns the observation buffer filled with their current obs."""
+        if len(states) != self.num_envs:
+            raise ValueError(f"got {len(states)} env states for {self.num_envs} envs")
+        for i, (env, state) in enumerate(zip(self.envs, states, strict=True)):
+            env.set_state(state)
+            self._obs[i] = state["obs"]
+        return self._obs
+
+    def close(self) -> None:
+        """Close every env."""
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,109 @@
+"""The built-in models and how to build them for an observation space."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from torch import nn
+
+from rlperf.config.schema import ModelConfig
+from rlperf.core.errors import ConfigError
+from rlperf.models.conv import ConvTorso, NatureTorso
+from rlperf.models.policy import ActorCritic
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A built-in model's architecture."""
+
+    kind: str
+    """conv (RLlib conv_filters), nature (Nature-CNN) or mlp."""
+    description: str
+    input_dim: int | None = None
+    """Image side the model is designed for (None: any)."""
+    conv_filters: tuple = ()
+    vf_share_layers: bool = False
+    hidden_sizes: tuple[int, ...] = ()
+
+
+# The thesis's Table 3.1 (source 001): RLlib VisionNetwork conv_filters, separate policy and
+# value towers. Model 1 is RLlib's default for 84x84 inputs.
+_THESIS = {
+    1: (84, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    2: (168, [[16, [16, 16], 8], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    3: (252, [[16, [8, 8], 4], [16, [8, 8], 4], [32, [4, 4], 2], [256, [8, 8], 1]]),
+    4: (168, [[16, [8, 8], 4], [32, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]]),
+    5: (252, [[16, [8, 8], 4], [32, [4, 4], 2], [32, [4, 4], 2], [256, [16, 16], 1]]),
+    6: (168, [[16, [8, 8], 4], [32, [4, 4], 2], [256, [21, 21], 1]]),
+}
+
+MODELS: dict[str, ModelSpec] = {
+    "nature": ModelSpec("nature", "Nature-CNN (32-64-64 convs, 512 fc), shared torso", 84, vf_share_layers=True),
+    **{
+        f"thesis-{n}": ModelSpec(
+            "conv",
+            f"thesis model {n} (RLlib conv_filters, separate towers)",
+            dim,
+            conv_filters=tuple(map(tuple, filters)),
+        )
+        for n, (dim, filters) in _THESIS.items()
+    },
+    "mlp": ModelSpec("mlp", "MLP for feature observations (tanh), separate towers", None, hidden_sizes=(64, 64)),
+}
+
+
+def resolve_model_name(name: str) -> str:
+    """Canonical model name: '3' and 'thesis-3' are the same model."""
+    key = f"thesis-{name}" if name.isdigit() else name
+    if key not in MODELS:
+        hint = difflib.get_close_matches(key, MODELS, n=1)
+        more = f" (did you mean {hint[0]}?)" if hint else ""
+        raise ConfigError(f"unknown model {name!r}{more}; valid: {', '.join(MODELS)} or 1..6")
+    return key
+
+
+def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) -> ActorCritic:
+    """The actor-critic for ``cfg`` on observations of ``obs_shape`` (C, H, W) or (features,)."""
+    spec = MODELS[resolve_model_name(cfg.name)]
+    share = spec.vf_share_layers if cfg.vf_share_layers is None else cfg.vf_share_layers
+
+    if spec.kind == "mlp":
+        if len(obs_shape) != 1:
+            raise ConfigError(f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images")
+        hidden = tuple(cfg.hidden_sizes or spec.hidden_sizes)
+
+        def torso() -> tuple[nn.Module, int]:
+            layers: list[nn.Module] = []
+            size = obs_shape[0]
+            for h in hidden:
+                layers += [nn.Linear(size, h), nn.Tanh()]
+                size = h
+            return nn.Sequential(*layers), size
+
+        scale = None
+    else:
+        if len(obs_shape) != 3:
+            raise ConfigError(f"model {cfg.name} needs image observations (C, H, W), got shape {obs_shape}; use mlp")
+        channels, h, w = obs_shape
+
+        def torso() -> tuple[nn.Module, int]:
+            if spec.kind == "nature":
+                t: nn.Module = NatureTorso(channels, (h, w))
+            else:
+                t = ConvTorso(channels, (h, w), spec.conv_filters)
+            return t, t.out_features  # type: ignore[return-value]
+
+        scale = 1.0 / 255.0
+
+    try:
+        policy_torso, features = torso()
+    except ValueError as exc:
+        raise ConfigError(f"model {cfg.name}: {exc}") from None
+    value_torso = None if share else torso()[0]
+    return ActorCritic(policy_torso, value_torso, features, num_actions, scale)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Trainable parameters."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)

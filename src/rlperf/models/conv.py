@@ -1,0 +1,106 @@
+"""Convolutional torsos built from a filter spec with the meaning of RLlib's ``conv_filters``.
+
+A spec is a list of ``[out_channels, [kh, kw], stride]``. Every layer but the last uses
+TensorFlow-style 'same' padding (output = ceil(input / stride), zero padding split with the
+extra pixel on the right/bottom); the last layer uses 'valid' padding. Every layer is
+followed by the activation, as in RLlib's VisionNetwork.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+ConvSpec = Sequence[tuple[int, tuple[int, int], int] | list]
+
+
+def same_padding(in_size: int, kernel: int, stride: int) -> tuple[int, int, int]:
+    """(pad_before, pad_after, out_size) of TensorFlow 'same' padding along one axis."""
+    out = math.ceil(in_size / stride)
+    total = max((out - 1) * stride + kernel - in_size, 0)
+    return total // 2, total - total // 2, out
+
+
+def _parse(layer: tuple[int, tuple[int, int], int] | list) -> tuple[int, int, int, int]:
+    out_ch, kernel, stride = layer
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    return int(out_ch), int(kh), int(kw), int(stride)
+
+
+def conv_output_shape(spec: ConvSpec, in_hw: tuple[int, int]) -> tuple[int, int, int]:
+    """(channels, height, width) after the torso built from ``spec`` on an ``in_hw`` input."""
+    h, w = in_hw
+    channels = 0
+    for i, layer in enumerate(spec):
+        channels, kh, kw, stride = _parse(layer)
+        if i < len(spec) - 1:
+            h, w = same_padding(h, kh, stride)[2], same_padding(w, kw, stride)[2]
+        else:
+            h, w = (h - kh) // stride + 1, (w - kw) // stride + 1
+        if h < 1 or w < 1:
+            raise ValueError(f"conv spec {list(spec)} does not fit a {in_hw[0]}x{in_hw[1]} input")
+    return channels, h, w
+
+
+class ConvTorso(nn.Module):
+    """The conv stack of ``spec`` followed by a flatten: uint8-free, expects float input.
+
+    When the last ('valid') layer's kernel covers its whole input, its output is 1x1 and the
+    layer is a dense layer over the flattened input. It is computed as exactly that
+    (Flatten + Linear, the same parameters) because torch eager runs such a large-kernel conv
+    several times slower (thesis model 1's 11x11 last layer: 2x at 84x84, ~9x at 252x252).
+    The Linear's weight is the conv weight reshaped, so the parameter count is unchanged.
+    """
+
+    def __init__(self, in_channels: int, in_hw: tuple[int, int], spec: ConvSpec, activation: type[nn.Module] = nn.ReLU) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        h, w = in_hw
+        channels = in_channels
+        for i, layer in enumerate(spec):
+            out_ch, kh, kw, stride = _parse(layer)
+            last = i == len(spec) - 1
+            if last and (kh, kw) == (h, w):
+                layers += [nn.Flatten(), nn.Linear(channels * h * w, out_ch), activation()]
+                h = w = 1
+            elif last:
+                layers += [nn.Conv2d(channels, out_ch, (kh, kw), stride), activation()]
+                h, w = (h - kh) // stride + 1, (w - kw) // stride + 1
+            else:
+                top, bottom, h_out = same_padding(h, kh, stride)
+                left, right, w_out = same_padding(w, kw, stride)
+                if top or bottom or left or right:
+                    layers.append(nn.ZeroPad2d((left, right, top, bottom)))
+                layers += [nn.Conv2d(channels, out_ch, (kh, kw), stride), activation()]
+                h, w = h_out, w_out
+            channels = out_ch
+        if not isinstance(layers[-2], nn.Linear):
+            layers.append(nn.Flatten())
+        self.net = nn.Sequential(*layers)
+        self.out_features = channels * h * w
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+NATURE_CNN: list = [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]]
+
+
+class NatureTorso(nn.Module):
+    """The DQN Nature paper's torso (Mnih et al. 2015): 3 'valid' convs, then a 512-unit layer."""
+
+    def __init__(self, in_channels: int, in_hw: tuple[int, int], hidden: int = 512) -> None:
+        super().__init__()
+        convs: list[nn.Module] = []
+        channels, (h, w) = in_channels, in_hw
+        for out_ch, (k, _), stride in NATURE_CNN:
+            convs += [nn.Conv2d(channels, out_ch, k, stride), nn.ReLU()]
+            channels, h, w = out_ch, (h - k) // stride + 1, (w - k) // stride + 1
+        self.net = nn.Sequential(*convs, nn.Flatten(), nn.Linear(channels * h * w, hidden), nn.ReLU())
+        self.out_features = hidden
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)

@@ -1,0 +1,92 @@
+"""Actor-critic policies for discrete actions: torso(s) + a logits head + a value head."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def orthogonal_init(module: nn.Module, gain: float) -> None:
+    """Orthogonal weights and zero biases on every Conv2d/Linear in ``module``.
+
+    The standard for PPO on Atari (Engstrom et al. 2020 list it among the implementation
+    details that matter): sqrt(2) in the torso, 0.01 for logits (a near-uniform initial
+    policy), 1.0 for the value head.
+    """
+    for m in module.modules():
+        if isinstance(m, nn.Conv2d | nn.Linear):
+            nn.init.orthogonal_(m.weight, gain)
+            nn.init.zeros_(m.bias)
+
+
+class ActorCritic(nn.Module):
+    """A policy and a value function over discrete actions.
+
+    Observations enter as they come from the env (uint8 frames stay uint8 until here):
+    ``input_scale`` (1/255 for images) is applied inside the network, so exported graphs
+    take the raw observation. With ``value_torso=None`` the value head shares the policy
+    torso (``vf_share_layers=True``).
+    """
+
+    def __init__(
+        self,
+        policy_torso: nn.Module,
+        value_torso: nn.Module | None,
+        features: int,
+        num_actions: int,
+        input_scale: float | None,
+    ) -> None:
+        super().__init__()
+        self.policy_torso = policy_torso
+        self.value_torso = value_torso
+        self.logits_head = nn.Linear(features, num_actions)
+        self.value_head = nn.Linear(features, 1)
+        self.input_scale = input_scale
+        orthogonal_init(self.policy_torso, math.sqrt(2))
+        if self.value_torso is not None:
+            orthogonal_init(self.value_torso, math.sqrt(2))
+        orthogonal_init(self.logits_head, 0.01)
+        orthogonal_init(self.value_head, 1.0)
+
+    def _prepare(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float()
+        if self.input_scale is not None:
+            x = x * self.input_scale
+        return x
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits (B, A), value (B,))."""
+        x = self._prepare(obs)
+        hidden = self.policy_torso(x)
+        value_hidden = hidden if self.value_torso is None else self.value_torso(x)
+        return self.logits_head(hidden), self.value_head(value_hidden).squeeze(-1)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """Value estimates (B,) without computing logits when the towers are separate."""
+        x = self._prepare(obs)
+        torso = self.policy_torso if self.value_torso is None else self.value_torso
+        return self.value_head(torso(x)).squeeze(-1)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; returns (actions, logprobs, values), computed without autograd."""
+        logits, value = self(obs)
+        logp_all = logits.float().log_softmax(-1)
+        if deterministic:
+            actions = logp_all.argmax(-1)
+        else:
+            # Gumbel-max sampling is one fused elementwise op + argmax, cheaper than
+            # torch.distributions.Categorical's validation and multinomial for small batches.
+            gumbel = -torch.empty_like(logp_all).exponential_().log()
+            actions = (logp_all + gumbel).argmax(-1)
+        return actions, logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1), value.float()
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(logprobs of ``actions``, entropies, values) with gradients, for the loss."""
+        logits, value = self(obs)
+        logp_all = logits.float().log_softmax(-1)
+        logprob = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logprob, entropy, value.float()

@@ -1,0 +1,72 @@
+"""The composition root: explicit name -> factory maps for algorithms, runners and models.
+
+Nothing registers itself by being imported; adding an algorithm or a runner means adding a
+line here (and a row in runners/compat.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+
+from rlperf.algos.ppo import PPO
+from rlperf.config.schema import RunConfig
+from rlperf.core.errors import ConfigError
+from rlperf.core.protocols import Algorithm
+from rlperf.envs.make import is_atari, validate_env_id
+from rlperf.envs.vector import SyncVectorEnv
+from rlperf.models.catalog import MODELS, resolve_model_name
+from rlperf.models.policy import ActorCritic
+from rlperf.runners.base import Runner
+from rlperf.runners.compat import check_compatible
+from rlperf.runners.inproc import InProcRunner
+
+ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
+    "ppo": lambda cfg, policy: PPO(cfg.ppo, policy, seed=cfg.seed),
+}
+
+RUNNERS: dict[str, Callable[[RunConfig, SyncVectorEnv, Algorithm], Runner]] = {
+    "inproc": lambda cfg, envs, algo: InProcRunner(cfg.runner, envs, algo, seed=cfg.seed),
+}
+
+
+def _check_name(kind: str, name: str, valid: list[str]) -> None:
+    if name not in valid:
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"unknown {kind} {name!r}{hint}; valid: {', '.join(valid)}")
+
+
+def resolve_dim(cfg: RunConfig) -> int:
+    """The Atari frame size: env.dim, else the model's designed input size, else 84."""
+    spec = MODELS[resolve_model_name(cfg.model.name)]
+    if cfg.env.dim is not None and spec.kind == "conv" and spec.input_dim != cfg.env.dim:
+        raise ConfigError(
+            f"model {cfg.model.name} is designed for {spec.input_dim}x{spec.input_dim} inputs but env.dim is "
+            f"{cfg.env.dim}; leave env.dim unset or pick a model for that size (see `rlperf models`)"
+        )
+    return cfg.env.dim or spec.input_dim or 84
+
+
+def check_names(cfg: RunConfig) -> None:
+    """Validate every name in ``cfg`` against what exists (algorithm, runner, model, env)."""
+    _check_name("algorithm", cfg.algo, list(ALGORITHMS))
+    _check_name("runner", cfg.runner.name, list(RUNNERS))
+    cfg.model.name = resolve_model_name(cfg.model.name)
+    validate_env_id(cfg.env.id)
+    spec = MODELS[cfg.model.name]
+    if is_atari(cfg.env.id) and spec.kind == "mlp":
+        raise ConfigError(f"model mlp cannot read the image observations of {cfg.env.id}; use nature or thesis-1..6")
+    if not is_atari(cfg.env.id) and spec.kind != "mlp":
+        raise ConfigError(f"model {cfg.model.name} needs Atari images; {cfg.env.id} has feature observations: use --model mlp")
+    resolve_dim(cfg)
+
+
+def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
+    algo = ALGORITHMS[cfg.algo](cfg, policy)
+    check_compatible(cfg.algo, cfg.runner.name, algo.data_spec)
+    return algo
+
+
+def make_runner(cfg: RunConfig, envs: SyncVectorEnv, algo: Algorithm) -> Runner:
+    return RUNNERS[cfg.runner.name](cfg, envs, algo)

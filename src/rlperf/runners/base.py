@@ -1,0 +1,43 @@
+"""What every runner provides to the training session (see docs/architecture.md).
+
+A runner produces batches and moves weights; it never computes a loss. The session drives
+one iteration as ``collect`` (phase ``sample``), ``load``, the algorithm's update (phase
+``learn``, through the runner's gradient step) and ``sync_weights`` (phase ``update``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rlperf.core.protocols import Algorithm, GradientStep
+from rlperf.core.types import Rollout
+from rlperf.envs.base import EpisodeEnd
+from rlperf.telemetry.timers import PhaseTimer
+
+
+class Runner(Protocol):
+    """The execution architecture behind one training run."""
+
+    name: str
+
+    def make_gradient_step(self, algo: Algorithm) -> GradientStep:
+        """The gradient step the algorithm will learn through (placement, precision)."""
+        ...
+
+    def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
+        """One batch as the algorithm's DataSpec asks, and the true games that ended meanwhile."""
+        ...
+
+    def load(self, batch: Rollout) -> Rollout:
+        """The batch on the learner's device."""
+        ...
+
+    def sync_weights(self) -> None:
+        """Make the acting policy equal to the learner's."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...

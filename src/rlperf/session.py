@@ -1,0 +1,385 @@
+"""One training run from start (or resume) to stop: the iteration loop and its bookkeeping.
+
+The loop is the same for every runner: collect (``sample``), ``load``, the algorithm's
+update (``learn``) and the weight sync (``update``), then telemetry, stop criteria and
+checkpoints. It owns the run directory; the runner owns execution; the algorithm owns
+the maths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+
+from rlperf import registry
+from rlperf.config.load import dump_config
+from rlperf.config.schema import RunConfig
+from rlperf.config.validate import validate
+from rlperf.core.checkpoint import atomic_write_text, checkpoint_name, load_checkpoint, save_checkpoint
+from rlperf.core.errors import CheckpointError, ConfigError
+from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
+from rlperf.core.types import Progress
+from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.make import make_vector_env
+from rlperf.models.catalog import build_model
+from rlperf.telemetry import system
+from rlperf.telemetry.console import ConsoleView
+from rlperf.telemetry.sinks import CsvSink, JsonlSink, TensorBoardSink, truncate_records
+from rlperf.telemetry.sysmon import SystemMonitor
+from rlperf.telemetry.timers import PhaseTimer
+
+EMA_ALPHA = 0.98  # source 003's smoothing of episode rewards
+
+
+@dataclass
+class EpisodeStats:
+    """True game returns: the last 100 for summaries, an EMA for 003's stop criterion."""
+
+    returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+    lengths: deque[int] = field(default_factory=lambda: deque(maxlen=100))
+    ema: float | None = None
+    total: int = 0
+
+    def add(self, episodes: list[EpisodeEnd]) -> None:
+        for ep in episodes:
+            self.returns.append(ep.episode_return)
+            self.lengths.append(ep.length)
+            self.ema = ep.episode_return if self.ema is None else EMA_ALPHA * self.ema + (1 - EMA_ALPHA) * ep.episode_return
+            self.total += 1
+
+    def summary(self) -> dict[str, float | None]:
+        n = len(self.returns)
+        return {
+            "episode_reward_min": min(self.returns) if n else None,
+            "episode_reward_mean": sum(self.returns) / n if n else None,
+            "episode_reward_max": max(self.returns) if n else None,
+            "episode_len_mean": sum(self.lengths) / n if n else None,
+            "episode_reward_ema": self.ema,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"returns": list(self.returns), "lengths": list(self.lengths), "ema": self.ema, "total": self.total}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.returns.extend(state["returns"])
+        self.lengths.extend(state["lengths"])
+        self.ema, self.total = state["ema"], state["total"]
+
+
+class _StopSignal:
+    """SIGINT/SIGTERM: the first asks for a clean stop after the current iteration (with a
+    checkpoint); a second SIGINT aborts at once."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        print(f"\n{self.received} received: stopping after this iteration (checkpoint first); Ctrl-C again aborts", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> _StopSignal:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def apply_resources(cfg: RunConfig) -> None:
+    """CPU affinity and torch threads, set before any tensor work."""
+    if cfg.runner.cpu_affinity is not None:
+        os.sched_setaffinity(0, cfg.runner.cpu_affinity)
+    if cfg.runner.torch_threads is not None:
+        torch.set_num_threads(cfg.runner.torch_threads)
+
+
+def default_run_name(cfg: RunConfig) -> str:
+    utc = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    env = cfg.env.id.replace("/", "-")
+    return f"{env}__{cfg.algo}__{cfg.runner.name}__s{cfg.seed}__{utc}"
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+class TrainingSession:
+    """Builds the run from a config and trains until a stop criterion or a signal."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, *, command: list[str], resume_from: Path | None = None, progress: bool = True) -> None:
+        validate(cfg)
+        registry.check_names(cfg)
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.command = command
+        self.progress = progress and cfg.telemetry.progress
+        self.resume_state = load_checkpoint(resume_from) if resume_from is not None else None
+        if self.resume_state is None and (run_dir / "metrics.jsonl").exists():
+            raise ConfigError(f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name")
+
+    # ------------------------------------------------------------------ building
+
+    def _build(self) -> None:
+        cfg = self.cfg
+        apply_resources(cfg)
+        seed_everything(cfg.seed)
+        dim = registry.resolve_dim(cfg)
+        self.envs = make_vector_env(cfg.env, dim, cfg.seed)
+        obs_shape = tuple(self.envs.single_observation_space.shape)
+        policy = build_model(cfg.model, obs_shape, int(self.envs.single_action_space.n))
+        self.algo = registry.make_algorithm(cfg, policy)
+        self.runner = registry.make_runner(cfg, self.envs, self.algo)
+        self.step = self.runner.make_gradient_step(self.algo)
+        self.stats = EpisodeStats()
+        self.iteration = 0
+        self.env_steps = 0
+        self.time_total_s = 0.0
+        self.target_reached: dict[str, Any] | None = None
+        if self.resume_state is not None:
+            self._restore(self.resume_state)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        try:
+            self.algo.load_state_dict(state["algorithm"])
+            self.step.load_state_dict(state["optimizer"])
+            self.runner.load_state_dict(state["runner"])
+            self.stats.load_state_dict(state["episodes"])
+            counters = state["counters"]
+            set_rng_state(state["rng"])
+        except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+            raise CheckpointError(
+                f"checkpoint {state.get('_checkpoint_path')} does not match this run's config ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+            ) from None
+        self.iteration = int(counters["iteration"])
+        self.env_steps = int(counters["env_steps"])
+        self.time_total_s = float(counters["time_total_s"])
+        self.target_reached = counters.get("target_reached")
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "counters": {
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "time_total_s": self.time_total_s,
+                "target_reached": self.target_reached,
+            },
+            "episodes": self.stats.state_dict(),
+            "algorithm": self.algo.state_dict(),
+            "optimizer": self.step.state_dict(),
+            "runner": self.runner.state_dict(),
+            "rng": rng_state(),
+        }
+
+    def save_checkpoint(self) -> Path:
+        return save_checkpoint(
+            self.run_dir / "checkpoints",
+            checkpoint_name(self.iteration, self.env_steps),
+            self._checkpoint_state(),
+            keep=self.cfg.checkpoint.keep,
+        )
+
+    # ------------------------------------------------------------------ stop criteria
+
+    def _fraction_left(self) -> float:
+        stop = self.cfg.stop
+        if stop.total_timesteps:
+            return max(1.0 - self.env_steps / stop.total_timesteps, 0.0)
+        if stop.iterations:
+            return max(1.0 - self.iteration / stop.iterations, 0.0)
+        return 1.0
+
+    def _reward_metric(self) -> float | None:
+        if self.cfg.stop.target_reward_metric == "ema":
+            return self.stats.ema
+        # mean100 needs a full window: a lucky first episode must not end the run.
+        if len(self.stats.returns) < self.stats.returns.maxlen:  # type: ignore[operator]
+            return None
+        return sum(self.stats.returns) / len(self.stats.returns)
+
+    def _stop_reason(self) -> str | None:
+        stop = self.cfg.stop
+        if stop.target_reward is not None:
+            value = self._reward_metric()
+            if value is not None and value >= stop.target_reward:
+                if self.target_reached is None:
+                    self.target_reached = {
+                        "metric": stop.target_reward_metric,
+                        "value": value,
+                        "iteration": self.iteration,
+                        "env_steps": self.env_steps,
+                        "wall_time_s": self.time_total_s,
+                    }
+                return "target_reward"
+        if stop.total_timesteps is not None and self.env_steps >= stop.total_timesteps:
+            return "total_timesteps"
+        if stop.iterations is not None and self.iteration >= stop.iterations:
+            return "iterations"
+        if stop.wall_time_s is not None and self.time_total_s >= stop.wall_time_s:
+            return "wall_time_s"
+        return None
+
+    # ------------------------------------------------------------------ telemetry
+
+    def _record(self, times: dict[str, float], steps: int, episodes: int, metrics: dict[str, float], iter_in_process: int) -> dict[str, Any]:
+        wall = times["wall"]
+        record: dict[str, Any] = {
+            "iteration": self.iteration,
+            **self.stats.summary(),
+            "episodes_this_iter": episodes,
+            "episodes_total": self.stats.total,
+            "timesteps_total": self.env_steps,
+            **{f"{k}_time_ms": 1000 * times[k] for k in ("sample", "load", "learn", "update", "other")},
+            "time_this_iter_s": wall,
+            "time_total_s": self.time_total_s,
+            "SPS": steps / wall if wall > 0 else 0.0,
+            "warmup": iter_in_process <= self.cfg.telemetry.warmup_iterations,
+        }
+        for k, v in times.items():
+            if k not in ("wall", "sample", "load", "learn", "update", "other"):
+                record[f"perf/{k}_time_ms"] = 1000 * v
+        if times["learn"] > 0:
+            record["perf/learner_samples_per_s"] = steps / times["learn"]
+        record.update(metrics)
+        return record
+
+    def _manifest(self, status: str, started: str, stop_reason: str | None = None) -> dict[str, Any]:
+        cpu = system.cpu_info()
+        return {
+            "rlperf_command": self.command,
+            "status": status,
+            "stop_reason": stop_reason,
+            "target_reached": self.target_reached,
+            "started_utc": started,
+            "ended_utc": None if status == "running" else datetime.now(UTC).isoformat(),
+            "seed": self.cfg.seed,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "time_total_s": self.time_total_s,
+            "git_sha": system.git_sha(Path(__file__).resolve().parent),
+            "versions": system.package_versions(),
+            "cpu": cpu,
+            "gpus": system.gpu_info(),
+            "threads": system.thread_env(),
+            "resources": {
+                "learner_device": self.cfg.runner.learner_device,
+                "actor_device": self.cfg.runner.actor_device,
+                "torch_threads": torch.get_num_threads(),
+                "cpu_affinity": sorted(os.sched_getaffinity(0)),
+                "precision": self.cfg.runner.precision,
+                "channels_last": self.cfg.runner.channels_last,
+                "gpu_phase_sync": self.cfg.runner.learner_device.startswith("cuda"),
+            },
+            "pid": os.getpid(),
+        }
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> Path:
+        """Train until a stop criterion; returns the run directory."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        started = datetime.now(UTC).isoformat()
+        self._build()
+        atomic_write_text(self.run_dir / "config.yaml", dump_config(self.cfg))
+        _write_json(self.run_dir / "manifest.json", self._manifest("running", started))
+        if self.resume_state is not None:
+            truncate_records(self.run_dir, self.iteration)
+
+        sync = torch.cuda.synchronize if self.runner_device_is_cuda() else None
+        timer = PhaseTimer(sync=sync)
+        sinks: list[Any] = [JsonlSink(self.run_dir / "metrics.jsonl"), CsvSink(self.run_dir / "progress.csv")]
+        if self.cfg.telemetry.tensorboard:
+            sinks.append(TensorBoardSink(self.run_dir, purge_step=self.env_steps + 1 if self.resume_state else None))
+        monitor = SystemMonitor(self.cfg.telemetry.sysmon_interval_s) if self.cfg.telemetry.sysmon else None
+        view = ConsoleView(self.progress, title=f"rlperf {self.cfg.algo} on {self.cfg.env.id}")
+        status, stop_reason = "running", None
+        last_saved = self.iteration
+        every = self.cfg.checkpoint.every
+        try:
+            with _StopSignal() as signals:
+                if monitor is not None:
+                    monitor.start()
+                stop_reason = self._stop_reason()  # a resumed run may already be done
+                timer.lap()
+                iter_in_process = 0
+                while stop_reason is None:
+                    time_before = self.time_total_s
+                    progress = Progress(self.iteration, self.env_steps, self._fraction_left())
+                    with timer.phase("sample"):
+                        batch, episodes = self.runner.collect(timer)
+                    with timer.phase("load"):
+                        batch = self.runner.load(batch)
+                    with timer.phase("learn"):
+                        metrics = self.algo.update(batch, self.step, progress)
+                    with timer.phase("update"):
+                        self.runner.sync_weights()
+                    steps = batch.num_steps * batch.num_envs
+                    self.iteration += 1
+                    iter_in_process += 1
+                    self.env_steps += steps
+                    self.stats.add(episodes)
+                    self.time_total_s = time_before + timer.elapsed()
+                    stop_reason = self._stop_reason() or (f"signal {signals.received}" if signals.received else None)
+                    if (every and self.iteration % every == 0) or stop_reason is not None:
+                        with timer.phase("checkpoint"):
+                            self.save_checkpoint()
+                        last_saved = self.iteration
+                    times = timer.lap()
+                    self.time_total_s = time_before + times["wall"]
+                    if monitor is not None:
+                        metrics = {**metrics, **monitor.collect()}
+                    record = self._record(times, steps, len(episodes), metrics, iter_in_process)
+                    for sink in sinks:
+                        sink.write(record)
+                    view.update(record, self._eta(record))
+            status = "completed" if stop_reason and not stop_reason.startswith("signal") else "interrupted"
+        except KeyboardInterrupt:
+            status, stop_reason = "aborted", "second SIGINT"
+        except BaseException as exc:
+            status, stop_reason = "failed", f"{type(exc).__name__}: {exc}"
+            if self.iteration > last_saved and not isinstance(exc, ConfigError):
+                # Keep what was learned: the state is consistent between iterations.
+                try:
+                    self.save_checkpoint()
+                except Exception:  # noqa: BLE001 - the original error matters more
+                    traceback.print_exc()
+            raise
+        finally:
+            view.close()
+            if monitor is not None:
+                monitor.stop()
+            for sink in sinks:
+                sink.close()
+            self.runner.close()
+            _write_json(self.run_dir / "manifest.json", self._manifest(status, started, stop_reason))
+        return self.run_dir
+
+    def runner_device_is_cuda(self) -> bool:
+        return self.cfg.runner.learner_device.startswith("cuda") or self.cfg.runner.actor_device.startswith("cuda")
+
+    def _eta(self, record: dict[str, Any]) -> float | None:
+        stop, sps = self.cfg.stop, record["SPS"]
+        etas = []
+        if stop.total_timesteps and sps > 0:
+            etas.append((stop.total_timesteps - self.env_steps) / sps)
+        if stop.iterations:
+            etas.append((stop.iterations - self.iteration) * record["time_this_iter_s"])
+        if stop.wall_time_s:
+            etas.append(stop.wall_time_s - self.time_total_s)
+        return max(min(etas), 0.0) if etas else None

@@ -1,0 +1,83 @@
+"""The live console view: SPS, ETA, reward and where the time goes.
+
+On a terminal it is a rich live panel redrawn every iteration; without a TTY (pipes, CI)
+it prints a plain line at most every ``plain_every_s`` seconds so logs stay short.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from rlperf.telemetry.timers import PHASES
+
+
+def interactive() -> bool:
+    """True when a person is watching a terminal (not CI, not a pipe)."""
+    return sys.stdout.isatty() and not os.environ.get("CI")
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds or seconds == float("inf"):
+        return "?"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def summary_line(record: dict[str, Any], eta_s: float | None) -> str:
+    """One line: iteration, steps, SPS, ETA, reward, phase split in % of the iteration."""
+    wall = record.get("time_this_iter_s") or 0.0
+    split = " ".join(
+        f"{p} {100 * record.get(f'{p}_time_ms', 0.0) / 1000 / wall:.0f}%"
+        for p in (*PHASES, "other")
+        if wall
+    )
+    reward = record.get("episode_reward_mean")
+    reward_text = "-" if reward is None else f"{reward:.2f}"
+    return (
+        f"iter {record['iteration']}  steps {record['timesteps_total']:,}  SPS {record['SPS']:.0f}  "
+        f"ETA {_fmt_duration(eta_s)}  reward {reward_text}  [{split}]"
+    )
+
+
+class ConsoleView:
+    """Shows progress; ``enabled=False`` for a quiet run (--no-progress)."""
+
+    def __init__(self, enabled: bool, title: str, plain_every_s: float = 10.0) -> None:
+        self.enabled = enabled
+        self.title = title
+        self.plain_every_s = plain_every_s
+        self._last_plain = 0.0
+        self._live: Any = None
+        if enabled and interactive():
+            from rich.live import Live
+
+            self._live = Live(refresh_per_second=4, transient=False)
+            self._live.start()
+
+    def update(self, record: dict[str, Any], eta_s: float | None) -> None:
+        if not self.enabled:
+            return
+        line = summary_line(record, eta_s)
+        if self._live is not None:
+            from rich.panel import Panel
+
+            sys_cpu = record.get("sys/proc_cpu_percent")
+            extra = (
+                ""
+                if sys_cpu is None
+                else f"\nCPU (process tree) {sys_cpu:.0f}%  RAM {record.get('sys/ram_percent', 0):.0f}%"
+            )
+            self._live.update(Panel(line + extra, title=self.title))
+        elif time.monotonic() - self._last_plain >= self.plain_every_s:
+            self._last_plain = time.monotonic()
+            print(line, flush=True)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

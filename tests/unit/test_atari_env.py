@@ -1,0 +1,251 @@
+"""AtariEnv: preprocessing, determinism, exact snapshots, episodic life, clipping, limits."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ale_py")
+pytest.importorskip("cv2")
+
+from rlperf.config.schema import EnvConfig  # noqa: E402
+from rlperf.core.errors import ConfigError  # noqa: E402
+from rlperf.envs.atari import AtariEnv  # noqa: E402
+
+
+def _run(env: AtariEnv, actions: np.ndarray) -> list[tuple]:
+    """Step through ``actions`` (resetting on episode ends) and record everything observable."""
+    record = []
+    for action in actions:
+        obs, reward, terminated, truncated, game_end = env.step(int(action))
+        record.append((obs.tobytes(), reward, terminated, truncated, game_end))
+        if terminated or truncated:
+            record.append(("reset", env.reset().tobytes()))
+    return record
+
+
+@pytest.mark.parametrize(
+    ("dim", "grayscale", "frame_stack", "shape"),
+    [
+        (84, True, 4, (4, 84, 84)),
+        (168, True, 4, (4, 168, 168)),
+        (252, True, 4, (4, 252, 252)),
+        (84, False, 4, (12, 84, 84)),
+        (96, True, 1, (1, 96, 96)),
+    ],
+)
+def test_observation_shape_and_dtype(dim, grayscale, frame_stack, shape):
+    cfg = EnvConfig(id="ALE/Pong-v5", grayscale=grayscale, frame_stack=frame_stack)
+    env = AtariEnv(cfg, dim, seed=0)
+    assert env.observation_space.shape == shape
+    assert env.observation_space.dtype == np.uint8
+    obs = env.reset()
+    assert obs.shape == shape and obs.dtype == np.uint8
+    # After a reset every slot of the stack holds the same frame.
+    frames = obs.reshape(frame_stack, -1, dim, dim)
+    assert all(np.array_equal(frames[0], f) for f in frames)
+    for _ in range(3):
+        obs, *_ = env.step(0)
+    assert obs.shape == shape and obs.dtype == np.uint8
+    assert env.observation_space.contains(obs)
+    assert obs.max() > 0  # a real picture, not an empty buffer
+    env.close()
+
+
+def test_frame_stack_shifts_oldest_first():
+    env = AtariEnv(EnvConfig(id="ALE/Breakout-v5"), 84, seed=0)
+    before = env.reset().copy()
+    after = env.step(2)[0]
+    assert np.array_equal(after[:-1], before[1:])
+    env.close()
+
+
+def test_same_seed_same_trajectory_and_different_seed_differs():
+    cfg = EnvConfig(id="ALE/Breakout-v5", repeat_action_probability=0.25)
+    actions = np.random.default_rng(0).integers(0, 4, size=150)
+    runs = []
+    for seed in (7, 7, 8):
+        env = AtariEnv(cfg, 84, seed=seed)
+        runs.append([("reset", env.reset().tobytes()), *_run(env, actions)])
+        env.close()
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_reset_with_seed_restarts_the_random_streams():
+    cfg = EnvConfig(id="ALE/Breakout-v5", repeat_action_probability=0.25)
+    actions = np.random.default_rng(1).integers(0, 4, size=60)
+    env = AtariEnv(cfg, 84, seed=123)
+    first = [env.reset(seed=5).tobytes(), *_run(env, actions)]
+    second = [env.reset(seed=5).tobytes(), *_run(env, actions)]
+    assert first == second
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("game", "sticky"),
+    # 0.9: the previously executed action then persists for many frames, so a snapshot that
+    # lost it would visibly diverge (at 0.25 a one-frame difference is often invisible).
+    [("ALE/Breakout-v5", 0.25), ("ALE/Pong-v5", 0.25), ("ALE/Pong-v5", 0.9)],
+)
+def test_get_state_set_state_is_exact_with_sticky_actions(game, sticky):
+    cfg = EnvConfig(id=game, repeat_action_probability=sticky)
+    rng = np.random.default_rng(2)
+    env = AtariEnv(cfg, 84, seed=11)
+    n_actions = int(env.action_space.n)
+    env.reset()
+    # Several snapshots at different points (mid-life, right after resets...): a state that
+    # misses e.g. the previously executed (sticky) action only shows up at some of them.
+    for _ in range(5):
+        _run(env, rng.integers(0, n_actions, size=30))
+        state = env.get_state()
+        actions = rng.integers(0, n_actions, size=60)
+        expected = _run(env, actions)
+        env.set_state(state)
+        assert _run(env, actions) == expected
+
+    # A fresh env (other seed) after a JSON round trip of the non-array part.
+    arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
+    rest = json.loads(json.dumps({k: v for k, v in state.items() if k not in arrays}))
+    assert all(v.dtype == np.uint8 for v in arrays.values())
+    other = AtariEnv(cfg, 84, seed=999)
+    other.set_state({**rest, **arrays})
+    assert _run(other, actions) == expected
+    env.close()
+    other.close()
+
+
+def test_sticky_actions_repeat_previous_action():
+    # With probability 1 the agent's action never takes effect: the game sees NOOP forever.
+    def make(p: float) -> AtariEnv:
+        cfg = EnvConfig(id="ALE/Breakout-v5", repeat_action_probability=p, fire_reset=False)
+        env = AtariEnv(cfg, 84, seed=0)
+        env.reset()
+        return env
+
+    right, noop = np.full(30, 2), np.zeros(30, dtype=int)
+    assert _run(make(1.0), right) == _run(make(0.0), noop)
+    assert _run(make(0.0), right) != _run(make(0.0), noop)
+
+
+def test_episodic_life_and_true_return():
+    cfg = EnvConfig(id="ALE/Breakout-v5", clip_rewards=False)
+    env = AtariEnv(cfg, 84, seed=3)
+    env.reset()
+    lives = env.get_state()["lives"]
+    rng = np.random.default_rng(3)
+    life_losses = 0
+    rewards = 0.0
+    steps = 0
+    game_end = None
+    while game_end is None:
+        _, reward, terminated, truncated, game_end = env.step(int(rng.integers(0, 4)))
+        rewards += reward
+        steps += 1
+        assert not truncated
+        if terminated and game_end is None:
+            life_losses += 1
+            env.reset()  # soft reset: the game goes on with one life less
+            assert env.get_state()["lives"] == lives - life_losses
+        assert steps < 5000
+    assert terminated
+    assert life_losses == lives - 1
+    assert game_end == (rewards, steps)
+    # The next reset starts a new game with all lives.
+    env.reset()
+    assert env.get_state()["lives"] == lives
+    env.close()
+
+
+def test_evaluation_env_has_no_episodic_life():
+    env = AtariEnv(EnvConfig(id="ALE/Breakout-v5"), 84, seed=3, training=False)
+    env.reset()
+    rng = np.random.default_rng(3)
+    for step in range(5000):
+        _, _, terminated, _, game_end = env.step(int(rng.integers(0, 4)))
+        if terminated:
+            break
+    assert game_end is not None and game_end[1] == step + 1
+    assert env.get_state()["lives"] == 0
+    env.close()
+
+
+def test_reward_clipping_only_changes_training_rewards():
+    # Space Invaders pays 5..30 points per alien, so clipping is visible within a few steps.
+    actions = np.random.default_rng(4).integers(0, 6, size=200)
+    results = {}
+    for clip in (True, False):
+        cfg = EnvConfig(id="ALE/SpaceInvaders-v5", clip_rewards=clip, max_episode_steps=200)
+        env = AtariEnv(cfg, 84, seed=5)
+        env.reset()
+        results[clip] = _run(env, actions)
+        env.close()
+    clipped = [r[1] for r in results[True] if r[0] != "reset"]
+    raw = [r[1] for r in results[False] if r[0] != "reset"]
+    assert max(raw) > 1.0
+    assert clipped == [float(np.sign(r)) for r in raw]
+    ends_clipped = [r[4] for r in results[True] if r[0] != "reset" and r[4] is not None]
+    ends_raw = [r[4] for r in results[False] if r[0] != "reset" and r[4] is not None]
+    assert ends_clipped == ends_raw and ends_raw
+    # Evaluation envs never clip.
+    eval_env = AtariEnv(EnvConfig(id="ALE/SpaceInvaders-v5"), 84, seed=5, training=False)
+    eval_env.reset()
+    eval_rewards = [r[1] for r in _run(eval_env, actions[:100]) if r[0] != "reset"]
+    assert eval_rewards == raw[: len(eval_rewards)]
+    eval_env.close()
+
+
+def test_max_episode_steps_truncates_the_game():
+    env = AtariEnv(EnvConfig(id="ALE/Pong-v5", max_episode_steps=30), 84, seed=0)
+    env.reset()
+    for step in range(1, 31):
+        _, _, terminated, truncated, game_end = env.step(0)
+        if step < 30:
+            assert not (terminated or truncated) and game_end is None
+    assert truncated and not terminated
+    assert game_end is not None and game_end[1] == 30
+    env.reset()
+    assert env.get_state()["game_length"] == 0  # a new game, counted from zero
+    env.close()
+
+
+def test_step_requires_reset_and_state_kind_is_checked():
+    env = AtariEnv(EnvConfig(id="ALE/Pong-v5"), 84, seed=0)
+    with pytest.raises(RuntimeError):
+        env.step(0)
+    env.reset()
+    state = env.get_state()
+    other = AtariEnv(EnvConfig(id="ALE/Breakout-v5"), 84, seed=0)
+    with pytest.raises(ValueError, match="Pong"):
+        other.set_state(state)
+    bigger = AtariEnv(EnvConfig(id="ALE/Pong-v5"), 168, seed=0)
+    with pytest.raises(ValueError, match="dim"):
+        bigger.set_state(state)
+    for e in (env, other, bigger):
+        e.close()
+
+
+def test_action_sets_and_fire_reset():
+    minimal = AtariEnv(EnvConfig(id="ALE/Breakout-v5"), 84, seed=0)
+    full = AtariEnv(EnvConfig(id="ALE/Breakout-v5", full_action_space=True), 84, seed=0)
+    assert minimal.action_space.n == 4 and full.action_space.n == 18
+    assert minimal.action_meanings[:2] == ["NOOP", "FIRE"]
+    # With fire reset the ball is in play right away, so NOOPs lose a life; without it
+    # Breakout waits for FIRE forever.
+    for fire, expect_loss in ((True, True), (False, False)):
+        env = AtariEnv(EnvConfig(id="ALE/Breakout-v5", fire_reset=fire), 84, seed=0)
+        env.reset()
+        lost = any(env.step(0)[2] for _ in range(300))
+        assert lost == expect_loss
+        env.close()
+    minimal.close()
+    full.close()
+
+
+def test_invalid_knobs_raise_config_error():
+    with pytest.raises(ConfigError, match="frameskip"):
+        AtariEnv(EnvConfig(id="ALE/Pong-v5", frameskip=0), 84, seed=0)
+    with pytest.raises(ConfigError, match="dim"):
+        AtariEnv(EnvConfig(id="ALE/Pong-v5"), 0, seed=0)
