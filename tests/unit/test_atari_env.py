@@ -163,11 +163,11 @@ def test_evaluation_env_has_no_episodic_life():
     env = AtariEnv(EnvConfig(id="ALE/Breakout-v5"), 84, seed=3, training=False)
     env.reset()
     rng = np.random.default_rng(3)
-    for step in range(5000):
+    steps, terminated = 0, False
+    while not terminated and steps < 5000:
         _, _, terminated, _, game_end = env.step(int(rng.integers(0, 4)))
-        if terminated:
-            break
-    assert game_end is not None and game_end[1] == step + 1
+        steps += 1
+    assert game_end is not None and game_end[1] == steps
     assert env.get_state()["lives"] == 0
     env.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import gymnasium
@@ -31,6 +32,10 @@ class _ScaledRewardEnv(gymnasium.Env):
 
 
 gymnasium.register("RlperfTest/ScaledReward-v0", entry_point=_ScaledRewardEnv)
+
+needs_ale = pytest.mark.skipif(
+    importlib.util.find_spec("ale_py") is None, reason="needs the atari extra (ale-py)"
+)
 
 
 def _run(env: GymEnv, actions) -> list[tuple]:
@@ -139,6 +144,7 @@ def test_step_before_reset_raises_and_state_kind_checked():
         other.set_state(env.get_state())
 
 
+@needs_ale
 def test_validate_env_id_accepts_registered_ids():
     validate_env_id("CartPole-v1")
     validate_env_id("ALE/Pong-v5")
@@ -146,6 +152,7 @@ def test_validate_env_id_accepts_registered_ids():
     assert not is_atari("CartPole-v1")
 
 
+@needs_ale
 @pytest.mark.parametrize(
     ("bad_id", "suggestion"),
     [

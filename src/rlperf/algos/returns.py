@@ -26,7 +26,7 @@ def gae(
     targets, TD(lambda) returns).
     """
     T = rewards_TN.shape[0]
-    not_done = 1.0 - dones_TN.float()
+    not_done = 1.0 - dones_TN.to(rewards_TN.dtype)
     next_values = torch.cat([values_TN[1:], next_value_N.unsqueeze(0)], dim=0)
     deltas = rewards_TN + gamma * next_values * not_done - values_TN
     discounts = gamma * gae_lambda * not_done

@@ -57,6 +57,7 @@ class ConvTorso(nn.Module):
 
     def __init__(self, in_channels: int, in_hw: tuple[int, int], spec: ConvSpec, activation: type[nn.Module] = nn.ReLU) -> None:
         super().__init__()
+        conv_output_shape(spec, in_hw)  # raises ValueError when the spec does not fit
         layers: list[nn.Module] = []
         h, w = in_hw
         channels = in_channels

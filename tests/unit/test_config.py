@@ -1,0 +1,117 @@
+"""Configuration: presets, overrides, thesis aliases, and one-line errors with exit code 2."""
+
+import pytest
+
+from rlperf.cli import build_train_config, main
+from rlperf.config.load import field_docs, load_preset, parse_cpu_list
+from rlperf.config.schema import PPOConfig
+from rlperf.core.errors import ConfigError
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["ppo.learnin_rate=1e-4"], "unknown config key 'ppo.learnin_rate' (did you mean ppo.learning_rate?)"),
+        (["--ppo.num-steps", "abc"], "ppo.num_steps must be an integer, got 'abc'"),
+        (["env.num_envs=0"], "env.num_envs must be positive, got 0"),
+        (["ppo.update_epochs=-3"], "ppo.update_epochs must be positive, got -3"),
+        (["-w", "3"], "env.num_envs (8) must be divisible by runner.num_workers (3)"),
+        (["--env", "ALE/Pongg-v5"], "ALE/Pongg-v5"),
+        (["--preset", "nope"], "unknown preset 'nope'"),
+        (["--model", "7"], "unknown model '7'"),
+        (["--algo", "ppp"], "unknown algorithm 'ppp' (did you mean ppo?)"),
+        (["--runner", "warp"], "unknown runner 'warp'"),
+        (["runner.precision=fp8"], "runner.precision must be one of fp32, bf16"),
+        (["-a", "1-0"], "invalid CPU range"),
+        (["-a", "0,4096"], "runner.cpu_affinity names CPUs [4096]"),
+        (["stop.total_timesteps=null"], "no stop criterion"),
+        (["--bogus"], "option --bogus needs a value"),
+        (["stray"], "unrecognized argument 'stray'"),
+        (["--env", "CartPole-v1"], "needs Atari images"),
+        (["--model", "6", "env.dim=84"], "designed for 168x168"),
+        (["env.clip_rewards=maybe"], "env.clip_rewards must be true or false"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
+    code, out, err = run_cli(capsys, "train", "--runs-root", str(tmp_path), *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("rlperf: error: ")
+    assert needle in err
+    assert "Traceback" not in err + out
+    assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_resume_of_a_missing_run_is_a_clean_error(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "nope"))
+    assert code == 2 and "is not a run directory" in err
+
+
+def test_unknown_command(capsys):
+    code, _, err = run_cli(capsys, "trian")
+    assert code == 2 and "unknown command 'trian'" in err
+
+
+def test_presets_then_flags_in_order():
+    cfg, _ = build_train_config(["--preset", "cleanrl-atari", "--env", "ALE/Breakout-v5", "--ppo.learning-rate=1e-3", "ppo.num_steps=64"])
+    assert cfg.env.id == "ALE/Breakout-v5"
+    assert cfg.ppo.learning_rate == 1e-3 and cfg.ppo.num_steps == 64
+    assert cfg.ppo.clip_coef == 0.1 and cfg.env.num_envs == 8
+
+
+def test_rllib_preset_is_the_thesis_configuration():
+    cfg, _ = build_train_config(["--preset", "rllib-2021"])
+    assert cfg.env.num_envs * cfg.ppo.num_steps == 4000
+    assert (cfg.ppo.minibatch_size, cfg.ppo.update_epochs, cfg.ppo.learning_rate) == (128, 30, 5e-5)
+    assert (cfg.ppo.gae_lambda, cfg.ppo.clip_coef, cfg.ppo.vf_loss_clip, cfg.ppo.vf_coef) == (1.0, 0.3, 10.0, 1.0)
+    assert (cfg.ppo.ent_coef, cfg.ppo.kl_coeff, cfg.ppo.kl_target) == (0.0, 0.2, 0.01)
+
+
+def test_extends_merges_presets():
+    demo = load_preset("demo-pong")
+    assert demo["ppo"]["num_steps"] == 128 and demo["stop"]["wall_time_s"] == 180
+
+
+def test_thesis_aliases_map_onto_rlperf_options():
+    cfg, _ = build_train_config(["-m", "3", "-w", "4", "-s", "exp1", "-i", "20", "-c", "2", "-a", "0-1", "-g", "none"])
+    assert cfg.model.name == "3"
+    assert cfg.runner.num_workers == 4 and cfg.run_name == "exp1" and cfg.stop.iterations == 20
+    assert cfg.runner.torch_threads == 2 and cfg.runner.cpu_affinity == [0, 1]
+    assert cfg.runner.learner_device == cfg.runner.actor_device == "cpu"
+
+
+@pytest.mark.parametrize(
+    "gpu,driver,learner,actor",
+    [("gpu0", "1", "cuda:0", "cpu"), ("gpu0", "0.001", "cuda:0", "cuda:0"), ("both", "1", "cuda:0", "cuda:1"), ("gpu1", "0", "cpu", "cuda:0")],
+)
+def test_gpu_aliases(monkeypatch, gpu, driver, learner, actor):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    cfg, _ = build_train_config(["-g", gpu, "-d", driver])
+    assert (cfg.runner.learner_device, cfg.runner.actor_device) == (learner, actor)
+
+
+def test_cpu_list_parsing():
+    assert parse_cpu_list("0,1") == [0, 1]
+    assert parse_cpu_list("0-3") == [0, 1, 2, 3]
+    assert parse_cpu_list("{0, 2-3}") == [0, 2, 3]
+    with pytest.raises(ConfigError):
+        parse_cpu_list("a")
+
+
+def test_every_field_has_a_docstring_for_help():
+    docs = field_docs(PPOConfig)
+    assert docs["clip_coef"].startswith("Surrogate clipping")
+    assert set(docs) == set(PPOConfig.__dataclass_fields__)
+
+
+def test_help_lists_config_keys(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "ppo.gae_lambda" in out and "GAE lambda" in out and "--set-affinity" in out

@@ -1,0 +1,78 @@
+"""Conv-spec shapes, the thesis's parameter counts, and the dense form of a full-size conv."""
+
+import pytest
+import torch
+from torch import nn
+
+from rlperf.config.schema import ModelConfig
+from rlperf.core.errors import ConfigError
+from rlperf.models.catalog import MODELS, build_model, count_parameters, resolve_model_name
+from rlperf.models.conv import ConvTorso, conv_output_shape, same_padding
+
+# Table 3.1 of the thesis (Pong: 6 actions, 4 stacked frames, policy and value towers).
+THESIS_PARAMS = {1: 2_009_447, 2: 2_034_023, 3: 1_108_359, 4: 2_042_279, 5: 4_254_119, 6: 7_252_327}
+
+
+@pytest.mark.parametrize("n", sorted(THESIS_PARAMS))
+def test_thesis_models_match_table_3_1(n):
+    dim = MODELS[f"thesis-{n}"].input_dim
+    model = build_model(ModelConfig(name=str(n)), (4, dim, dim), 6)
+    assert count_parameters(model) == THESIS_PARAMS[n]
+    logits, value = model(torch.zeros(3, 4, dim, dim, dtype=torch.uint8))
+    assert logits.shape == (3, 6) and value.shape == (3,)
+
+
+def test_same_padding_is_tensorflow_same():
+    assert same_padding(84, 8, 4) == (2, 2, 21)
+    assert same_padding(21, 4, 2) == (1, 2, 11)  # the extra pixel goes after
+    assert same_padding(10, 1, 1) == (0, 0, 10)
+
+
+@pytest.mark.parametrize(
+    "spec,hw,expected",
+    [
+        ([[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]], (84, 84), (256, 1, 1)),
+        ([[16, [8, 8], 4], [16, [8, 8], 4], [32, [4, 4], 2], [256, [8, 8], 1]], (252, 252), (256, 1, 1)),
+        ([[16, [8, 8], 4], [32, [4, 4], 2], [64, [3, 3], 1]], (84, 84), (64, 9, 9)),
+    ],
+)
+def test_conv_output_shape(spec, hw, expected):
+    assert conv_output_shape(spec, hw) == expected
+    torso = ConvTorso(4, hw, spec)
+    out = torso(torch.zeros(2, 4, *hw))
+    assert out.shape == (2, expected[0] * expected[1] * expected[2]) == (2, torso.out_features)
+
+
+def test_full_size_last_conv_is_computed_as_an_identical_linear():
+    torch.manual_seed(0)
+    spec = [[8, [4, 4], 2], [16, [5, 5], 1]]  # 10x10 -> 5x5 -> 'valid' 5x5 = 1x1
+    torso = ConvTorso(3, (10, 10), spec)
+    linear = [m for m in torso.modules() if isinstance(m, nn.Linear)][0]
+    conv = nn.Conv2d(8, 16, 5)
+    with torch.no_grad():
+        conv.weight.copy_(linear.weight.view(16, 8, 5, 5))
+        conv.bias.copy_(linear.bias)
+    x = torch.randn(2, 3, 10, 10)
+    hidden = torso.net[:3](x)  # pad + conv + relu of the first layer
+    torch.testing.assert_close(torso(x), torch.relu(conv(hidden)).flatten(1))
+
+
+def test_spec_too_large_for_input_is_a_config_error():
+    with pytest.raises(ConfigError, match="does not fit"):
+        build_model(ModelConfig(name="thesis-6"), (4, 84, 84), 6)
+
+
+def test_model_names():
+    assert resolve_model_name("3") == "thesis-3"
+    with pytest.raises(ConfigError, match="unknown model 'natur'.*did you mean nature"):
+        resolve_model_name("natur")
+
+
+def test_uint8_scaling_happens_inside_the_model():
+    model = build_model(ModelConfig(name="nature"), (4, 84, 84), 6)
+    raw = torch.full((1, 4, 84, 84), 255, dtype=torch.uint8)
+    scaled = torch.ones(1, 4, 84, 84)
+    model.input_scale = 1 / 255
+    a = model(raw)[0]
+    model.input_scale = None
+    torch.testing.assert_close(a, model(scaled)[0])

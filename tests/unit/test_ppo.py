@@ -1,0 +1,91 @@
+"""The PPO loss on hand-made minibatches, and one update through the runner contract."""
+
+import math
+
+import pytest
+import torch
+
+from rlperf.algos.ppo import PPO, ppo_loss
+from rlperf.config.schema import ModelConfig, PPOConfig
+from rlperf.core.optim import LocalGradientStep
+from rlperf.core.types import Progress, Rollout
+from rlperf.models.catalog import build_model
+
+
+def _cfg(**kw) -> PPOConfig:
+    base = dict(norm_adv=False, vf_clip_coef=None, vf_loss_clip=None, ent_coef=0.0, vf_coef=0.5, clip_coef=0.2)
+    base.update(kw)
+    return PPOConfig(**base)
+
+
+def test_clipped_surrogate_by_hand():
+    # ratio 1.5 with A=+1 is clipped to 1.2; ratio 0.5 with A=-1 is clipped to 0.8.
+    new = torch.log(torch.tensor([1.5, 0.5, 1.1]))
+    old = torch.zeros(3)
+    adv = torch.tensor([1.0, -1.0, 2.0])
+    zeros = torch.zeros(3)
+    loss, parts = ppo_loss(_cfg(), new, zeros, zeros, old, zeros, adv, zeros, kl_coeff=0.0)
+    expected_pg = -(1.2 * 1 + 0.8 * -1 + 1.1 * 2) / 3
+    assert parts["policy_loss"].item() == pytest.approx(expected_pg, rel=1e-6)
+    assert parts["clipfrac"].item() == pytest.approx(2 / 3)
+    assert loss.item() == pytest.approx(expected_pg, rel=1e-6)
+
+
+def test_value_clipping_and_rllib_clamp():
+    new_v, old_v, ret = torch.tensor([2.0]), torch.tensor([0.0]), torch.tensor([3.0])
+    z = torch.zeros(1)
+    _, plain = ppo_loss(_cfg(), z, z, new_v, z, old_v, z, ret, 0.0)
+    assert plain["value_loss"].item() == pytest.approx(0.5 * 1.0)
+    # CleanRL clipping: prediction clipped to old +- 0.5 -> 0.5, error (0.5-3)^2 = 6.25 is the max
+    _, clipped = ppo_loss(_cfg(vf_clip_coef=0.5), z, z, new_v, z, old_v, z, ret, 0.0)
+    assert clipped["value_loss"].item() == pytest.approx(0.5 * 6.25)
+    # RLlib: squared error clamped at vf_clip_param
+    _, clamped = ppo_loss(_cfg(vf_loss_clip=0.25), z, z, new_v, z, old_v, z, ret, 0.0)
+    assert clamped["value_loss"].item() == pytest.approx(0.5 * 0.25)
+
+
+def test_entropy_bonus_and_kl_penalty_enter_the_loss():
+    new = torch.log(torch.tensor([2.0]))
+    z = torch.zeros(1)
+    entropy = torch.tensor([0.7])
+    base, parts = ppo_loss(_cfg(), new, entropy, z, z, z, z, z, 0.0)
+    with_ent, _ = ppo_loss(_cfg(ent_coef=0.1), new, entropy, z, z, z, z, z, 0.0)
+    assert with_ent.item() == pytest.approx(base.item() - 0.07)
+    kl = (2.0 - 1) - math.log(2.0)
+    assert parts["approx_kl"].item() == pytest.approx(kl, rel=1e-6)
+    with_kl, _ = ppo_loss(_cfg(), new, entropy, z, z, z, z, z, 0.5)
+    assert with_kl.item() == pytest.approx(base.item() + 0.5 * kl, rel=1e-6)
+
+
+def _rollout(T=8, N=4, obs_dim=4) -> Rollout:
+    g = torch.Generator().manual_seed(0)
+    return Rollout(
+        obs_TN=torch.randn(T, N, obs_dim, generator=g),
+        actions_TN=torch.randint(0, 2, (T, N), generator=g),
+        logprobs_TN=torch.full((T, N), -0.69),
+        values_TN=torch.zeros(T, N),
+        rewards_TN=torch.ones(T, N),
+        dones_TN=torch.zeros(T, N),
+        next_obs_N=torch.randn(N, obs_dim, generator=g),
+    )
+
+
+def test_update_changes_weights_anneals_lr_and_adapts_kl():
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    cfg = PPOConfig(num_steps=8, num_minibatches=2, update_epochs=3, kl_coeff=0.2, kl_target=1e-9)
+    algo = PPO(cfg, policy, seed=0)
+    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"))
+    before = [p.detach().clone() for p in policy.parameters()]
+    metrics = algo.update(_rollout(), step, Progress(iteration=0, env_steps=32, fraction_left=0.5))
+    assert metrics["losses/learning_rate"] == pytest.approx(cfg.learning_rate * 0.5)
+    assert metrics["losses/minibatches"] == 6
+    assert any(not torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))
+    assert algo.kl_coeff == pytest.approx(0.3)  # KL far above a tiny target: x1.5
+
+
+def test_minibatch_size_overrides_count():
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    algo = PPO(PPOConfig(num_minibatches=None, minibatch_size=10), policy, seed=0)
+    assert algo.minibatch_size(32) == 10
+    assert PPO(PPOConfig(num_minibatches=4), policy, seed=0).minibatch_size(32) == 8
