@@ -1,0 +1,47 @@
+"""Resume equivalence: N+M iterations in one process == N, a new process, resume, M more."""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlperf.core.checkpoint import resolve_checkpoint
+from tests.conftest import read_metrics, rlperf_subprocess
+
+COMMON = ["--no-progress", "runner.torch_threads=1", "stop.total_timesteps=1000000", "checkpoint.every=0"]
+
+
+def _weights(run_dir):
+    tensors = load_file(str(resolve_checkpoint(run_dir) / "state.safetensors"))
+    return {k: v for k, v in tensors.items() if k.startswith("algorithm.policy.")}
+
+
+@pytest.mark.parametrize(
+    "env_args",
+    [
+        ["--preset", "cartpole"],
+        ["--preset", "cleanrl-atari", "--env", "ALE/Pong-v5", "env.num_envs=2", "ppo.num_steps=32",
+         "ppo.update_epochs=1", "env.repeat_action_probability=0.25"],
+    ],
+    ids=["cartpole", "pong-sticky"],
+)
+def test_resumed_run_ends_with_identical_parameters(runs_root, env_args):
+    straight = rlperf_subprocess("train", *env_args, *COMMON, "--runs-root", str(runs_root), "-s", "straight", "-i", "5")
+    assert straight.returncode == 0, straight.stderr
+    first = rlperf_subprocess("train", *env_args, *COMMON, "--runs-root", str(runs_root), "-s", "split", "-i", "3")
+    assert first.returncode == 0, first.stderr
+    resumed = rlperf_subprocess("train", "--resume", str(runs_root / "split"), "-i", "5", "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+
+    a, b = _weights(runs_root / "straight"), _weights(runs_root / "split")
+    assert a.keys() == b.keys() and a
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+    rows = read_metrics(runs_root / "split")
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4, 5]
+    straight_rows = read_metrics(runs_root / "straight")
+    assert [r["timesteps_total"] for r in rows] == [r["timesteps_total"] for r in straight_rows]
+    assert rows[-1]["losses/learning_rate"] == straight_rows[-1]["losses/learning_rate"]
+    assert rows[-1]["episode_reward_mean"] == straight_rows[-1]["episode_reward_mean"]
+    csv_lines = (runs_root / "split" / "progress.csv").read_text().splitlines()
+    assert len(csv_lines) == 6 and csv_lines.count(csv_lines[0]) == 1  # one header, five rows

@@ -1,0 +1,22 @@
+"""PPO learns CartPole: the mean of the last 100 true episodes reaches 475 within 150k steps."""
+
+import json
+
+import pytest
+
+from rlperf.cli import main
+
+pytestmark = pytest.mark.learning
+
+
+def test_ppo_solves_cartpole_within_150k_steps(runs_root):
+    code = main([
+        "train", "--algo", "ppo", "--env", "CartPole-v1", "--preset", "cartpole", "--seed", "1",
+        "--runs-root", str(runs_root), "-s", "cartpole", "--no-progress",
+        "stop.total_timesteps=150000", "stop.target_reward=475", "telemetry.tensorboard=false",
+    ])
+    assert code == 0
+    manifest = json.loads((runs_root / "cartpole" / "manifest.json").read_text())
+    assert manifest["stop_reason"] == "target_reward"
+    reached = manifest["target_reached"]
+    assert reached["value"] >= 475 and reached["env_steps"] <= 150_000

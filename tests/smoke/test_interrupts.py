@@ -1,0 +1,52 @@
+"""SIGINT/SIGTERM stop cleanly with a checkpoint; a corrupted checkpoint is a clear error."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import read_metrics, rlperf_subprocess
+
+pytestmark = pytest.mark.smoke
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_finishes_the_iteration_and_checkpoints(runs_root, sig):
+    run_dir = runs_root / "sig"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlperf", "train", "--preset", "cartpole", "--runs-root", str(runs_root),
+         "-s", "sig", "--no-progress", "stop.total_timesteps=10000000", "checkpoint.every=0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not ((run_dir / "metrics.jsonl").exists() and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "received: stopping after this iteration" in err
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["stop_reason"] == f"signal {sig.name}"
+    last = read_metrics(run_dir)[-1]["iteration"]
+    latest = (run_dir / "checkpoints" / "latest").read_text().strip()
+    assert latest.startswith(f"ckpt_{last:08d}_")  # the checkpoint holds the last logged iteration
+
+
+def test_resume_from_a_corrupted_checkpoint_names_the_previous(runs_root):
+    args = ["--preset", "cartpole", "--runs-root", str(runs_root), "-s", "c", "--no-progress", "checkpoint.every=1"]
+    assert rlperf_subprocess("train", *args, "-i", "3").returncode == 0
+    root = runs_root / "c" / "checkpoints"
+    newest = root / (root / "latest").read_text().strip()
+    (newest / "state.safetensors").write_bytes(b"garbage")
+    result = rlperf_subprocess("train", "--resume", str(runs_root / "c"), "-i", "4", "--no-progress")
+    assert result.returncode == 2
+    assert result.stderr.startswith("rlperf: error: checkpoint") and "corrupted" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    previous = sorted(p for p in root.iterdir() if p.name.startswith("ckpt_"))[-2]
+    ok = rlperf_subprocess("train", "--resume", str(runs_root / "c"), "--checkpoint", str(previous), "-i", "4", "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+    assert [r["iteration"] for r in read_metrics(runs_root / "c")] == [1, 2, 3, 4]

@@ -1,0 +1,89 @@
+"""Checkpoints: round trip without pickle, atomic writes, corruption detected, pruning."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from rlperf.core import checkpoint as ckpt
+from rlperf.core.errors import CheckpointError
+
+
+def _state(value: float) -> dict:
+    return {
+        "weights": {"w": torch.full((2, 3), value), "b": torch.zeros(3, dtype=torch.bfloat16)},
+        "optimizer": {"state": {0: {"step": torch.tensor(5.0)}}, "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999)}]},
+        "env": [{"ale": np.frombuffer(b"\x00\x01\x02", dtype=np.uint8), "rng": {"state": 2**100 + 7}}],
+        "counters": {"iteration": int(value), "ema": None, "name": "x"},
+    }
+
+
+def test_round_trip_keeps_tensors_arrays_and_json(tmp_path):
+    ckpt.save_checkpoint(tmp_path, "ckpt_1", _state(1.0), keep=3)
+    loaded = ckpt.load_checkpoint(tmp_path)
+    assert torch.equal(loaded["weights"]["w"], torch.full((2, 3), 1.0))
+    assert loaded["weights"]["b"].dtype == torch.bfloat16
+    assert isinstance(loaded["env"][0]["ale"], np.ndarray) and loaded["env"][0]["ale"].tobytes() == b"\x00\x01\x02"
+    assert loaded["env"][0]["rng"]["state"] == 2**100 + 7
+    assert loaded["optimizer"]["state"]["0"]["step"].item() == 5.0
+    assert loaded["counters"] == {"iteration": 1, "ema": None, "name": "x"}
+
+
+def test_unsupported_objects_are_refused(tmp_path):
+    with pytest.raises(TypeError, match="cannot checkpoint"):
+        ckpt.save_checkpoint(tmp_path, "ckpt_1", {"f": object()}, keep=1)
+
+
+def test_latest_pointer_and_pruning(tmp_path):
+    for i in range(1, 5):
+        ckpt.save_checkpoint(tmp_path, ckpt.checkpoint_name(i, i * 10), _state(float(i)), keep=2)
+    names = [p.name for p in ckpt.list_checkpoints(tmp_path)]
+    assert names == [ckpt.checkpoint_name(3, 30), ckpt.checkpoint_name(4, 40)]
+    assert ckpt.load_checkpoint(tmp_path)["counters"]["iteration"] == 4
+
+
+def test_interrupted_write_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
+    ckpt.save_checkpoint(tmp_path, "ckpt_00000001", _state(1.0), keep=3)
+
+    def killed(*args, **kwargs):  # the process dies between writing and renaming
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save_checkpoint(tmp_path, "ckpt_00000002", _state(2.0), keep=3)
+    monkeypatch.undo()
+    assert ckpt.load_checkpoint(tmp_path)["counters"]["iteration"] == 1
+    assert any(p.name.startswith(".tmp-") for p in tmp_path.iterdir())  # the torn write stays aside
+
+
+def test_truncated_checkpoint_is_a_clear_error_naming_the_previous(tmp_path):
+    ckpt.save_checkpoint(tmp_path, "ckpt_00000001", _state(1.0), keep=3)
+    newest = ckpt.save_checkpoint(tmp_path, "ckpt_00000002", _state(2.0), keep=3)
+    tensors = newest / ckpt.TENSORS_FILE
+    tensors.write_bytes(tensors.read_bytes()[:-10])
+    with pytest.raises(CheckpointError, match="corrupted.*previous checkpoint .*ckpt_00000001"):
+        ckpt.load_checkpoint(tmp_path)
+    assert ckpt.load_checkpoint(tmp_path / "ckpt_00000001")["counters"]["iteration"] == 1
+
+
+def test_flipped_byte_and_bad_json_are_detected(tmp_path):
+    path = ckpt.save_checkpoint(tmp_path, "ckpt_00000001", _state(1.0), keep=3)
+    data = bytearray((path / ckpt.TENSORS_FILE).read_bytes())
+    data[-1] ^= 0xFF
+    (path / ckpt.TENSORS_FILE).write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="checksum"):
+        ckpt.load_checkpoint(path)
+    (path / ckpt.TREE_FILE).write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        ckpt.load_checkpoint(path)
+    os.remove(path / ckpt.TREE_FILE)
+    with pytest.raises(CheckpointError, match="incomplete"):
+        ckpt.load_checkpoint(path)
+
+
+def test_no_pickle_anywhere(tmp_path):
+    path = ckpt.save_checkpoint(tmp_path, "ckpt_1", _state(1.0), keep=1)
+    assert sorted(p.name for p in path.iterdir()) == sorted([ckpt.TENSORS_FILE, ckpt.TREE_FILE])
+    json.loads((path / ckpt.TREE_FILE).read_text())  # plain JSON
