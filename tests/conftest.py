@@ -19,7 +19,11 @@ def read_metrics(run_dir: Path) -> list[dict]:
 def rlperf_subprocess(*args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
     """Run the CLI in a fresh Python process (what a user's shell does)."""
     return subprocess.run(
-        [sys.executable, "-m", "rlperf", *args], capture_output=True, text=True, timeout=timeout, **kwargs
+        [sys.executable, "-m", "rlperf", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
     )
 
 

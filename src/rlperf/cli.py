@@ -78,13 +78,31 @@ def _train_parser() -> _Parser:
     )
     p.add_argument("--algo", help="algorithm: ppo")
     p.add_argument("--env", help="environment id, e.g. ALE/Pong-v5 or CartPole-v1")
-    p.add_argument("--preset", action="append", default=[], help=f"YAML preset (repeatable, applied in order): {', '.join(available_presets())} or a file")
-    p.add_argument("-m", "--model", help="model name or thesis model number 1..6 (see `rlperf models`)")
+    p.add_argument(
+        "--preset",
+        action="append",
+        default=[],
+        help=f"YAML preset (repeatable, applied in order): {', '.join(available_presets())} or a file",
+    )
+    p.add_argument(
+        "-m", "--model", help="model name or thesis model number 1..6 (see `rlperf models`)"
+    )
     p.add_argument("--runner", help="execution architecture: inproc")
     p.add_argument("--seed", help="random seed")
     p.add_argument("--runs-root", help="directory for run directories (default runs)")
-    p.add_argument("--resume", "-r", "--restore-dir", dest="resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
-    p.add_argument("--checkpoint", metavar="PATH", help="with --resume: resume from this checkpoint instead of the latest")
+    p.add_argument(
+        "--resume",
+        "-r",
+        "--restore-dir",
+        dest="resume",
+        metavar="RUN_DIR",
+        help="continue a run from its latest checkpoint",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="with --resume: resume from this checkpoint instead of the latest",
+    )
     p.add_argument("--no-progress", action="store_true", help="no live console display")
     p.add_argument("-g", "--gpu", choices=["none", "gpu0", "gpu1", "both"], help=argparse.SUPPRESS)
     p.add_argument("-d", "--driver-gpus", help=argparse.SUPPRESS)
@@ -112,7 +130,9 @@ def _overrides(tokens: list[str]) -> list[tuple[str, object]]:
         elif "=" in tok:
             out.append(parse_override(tok))
         else:
-            raise ConfigError(f"unrecognized argument {tok!r}; config overrides look like ppo.learning_rate=1e-4")
+            raise ConfigError(
+                f"unrecognized argument {tok!r}; config overrides look like ppo.learning_rate=1e-4"
+            )
         i += 1
     return out
 
@@ -143,10 +163,19 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
     """The resolved RunConfig: defaults < (saved config on resume) < presets < flags, in order."""
     args, rest = _train_parser().parse_known_args(list(argv))
     explicit: list[tuple[str, object]] = []
-    for flag, key in [("algo", "algo"), ("env", "env.id"), ("model", "model.name"), ("runner", "runner.name"),
-                      ("seed", "seed"), ("runs_root", "runs_root"), ("workers", "runner.num_workers"),
-                      ("save_name", "run_name"), ("iters", "stop.iterations"), ("cpus", "runner.torch_threads"),
-                      ("set_affinity", "runner.cpu_affinity")]:
+    for flag, key in [
+        ("algo", "algo"),
+        ("env", "env.id"),
+        ("model", "model.name"),
+        ("runner", "runner.name"),
+        ("seed", "seed"),
+        ("runs_root", "runs_root"),
+        ("workers", "runner.num_workers"),
+        ("save_name", "run_name"),
+        ("iters", "stop.iterations"),
+        ("cpus", "runner.torch_threads"),
+        ("set_affinity", "runner.cpu_affinity"),
+    ]:
         value = getattr(args, flag)
         if value is not None:
             explicit.append((key, value))
@@ -170,8 +199,14 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         set_key(cfg, key, value)
     if saved is not None:
         for key, _, _ in iter_fields():
-            if key.startswith(FROZEN_ON_RESUME) and _default_of(cfg, key) != saved[key] and not (key == "model.name" and _same_model(saved[key], _default_of(cfg, key))):
-                raise ConfigError(f"{key} cannot change on resume (run has {saved[key]!r}, got {_default_of(cfg, key)!r})")
+            if (
+                key.startswith(FROZEN_ON_RESUME)
+                and _default_of(cfg, key) != saved[key]
+                and not (key == "model.name" and _same_model(saved[key], _default_of(cfg, key)))
+            ):
+                raise ConfigError(
+                    f"{key} cannot change on resume (run has {saved[key]!r}, got {_default_of(cfg, key)!r})"
+                )
     return cfg, args
 
 
@@ -193,7 +228,9 @@ def _run_dir_of(path: Path) -> Path:
     for candidate in (path, *path.parents[:2]):
         if (candidate / "config.yaml").is_file():
             return candidate
-    raise ConfigError(f"{path} is not a run directory (no config.yaml found); pass the directory a run printed as run_dir")
+    raise ConfigError(
+        f"{path} is not a run directory (no config.yaml found); pass the directory a run printed as run_dir"
+    )
 
 
 def cmd_train(argv: Sequence[str]) -> int:
@@ -206,14 +243,23 @@ def cmd_train(argv: Sequence[str]) -> int:
     else:
         run_dir = Path(cfg.runs_root) / (cfg.run_name or default_run_name(cfg))
         resume_from = None
-    session = TrainingSession(cfg, run_dir, command=["rlperf", "train", *argv], resume_from=resume_from, progress=not args.no_progress)
+    session = TrainingSession(
+        cfg,
+        run_dir,
+        command=["rlperf", "train", *argv],
+        resume_from=resume_from,
+        progress=not args.no_progress,
+    )
     session.run()
     print(f"run_dir: {run_dir}")
     return 0
 
 
 def cmd_models(argv: Sequence[str]) -> int:
-    p = _Parser(prog="rlperf models", description="List the built-in models with input shape and trainable parameters.")
+    p = _Parser(
+        prog="rlperf models",
+        description="List the built-in models with input shape and trainable parameters.",
+    )
     p.add_argument("--actions", default="6", help="number of actions for the heads (Pong: 6)")
     p.add_argument("--frames", default="4", help="stacked frames (input channels)")
     args = p.parse_args(list(argv))
@@ -241,7 +287,9 @@ def cmd_models(argv: Sequence[str]) -> int:
 
 
 def cmd_doctor(argv: Sequence[str]) -> int:
-    _Parser(prog="rlperf doctor", description="Machine facts and the recommended placement.").parse_args(list(argv))
+    _Parser(
+        prog="rlperf doctor", description="Machine facts and the recommended placement."
+    ).parse_args(list(argv))
     from rlperf.telemetry.system import doctor_report, format_doctor
 
     print(format_doctor(doctor_report()))
@@ -254,14 +302,19 @@ COMMANDS = {"train": cmd_train, "models": cmd_models, "doctor": cmd_doctor}
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: rlperf {train,models,doctor} ...\n\n"
-              "  train   train an agent (rlperf train --help for every option)\n"
-              "  models  list the built-in models\n"
-              "  doctor  machine facts and the recommended device placement")
+        print(
+            "usage: rlperf {train,models,doctor} ...\n\n"
+            "  train   train an agent (rlperf train --help for every option)\n"
+            "  models  list the built-in models\n"
+            "  doctor  machine facts and the recommended device placement"
+        )
         return 0 if argv else EXIT_USAGE
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        print(f"rlperf: error: unknown command {command!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
+        print(
+            f"rlperf: error: unknown command {command!r}; valid: {', '.join(COMMANDS)}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     try:
         return COMMANDS[command](rest)

@@ -56,9 +56,13 @@ def check_names(cfg: RunConfig) -> None:
     validate_env_id(cfg.env.id)
     spec = MODELS[cfg.model.name]
     if is_atari(cfg.env.id) and spec.kind == "mlp":
-        raise ConfigError(f"model mlp cannot read the image observations of {cfg.env.id}; use nature or thesis-1..6")
+        raise ConfigError(
+            f"model mlp cannot read the image observations of {cfg.env.id}; use nature or thesis-1..6"
+        )
     if not is_atari(cfg.env.id) and spec.kind != "mlp":
-        raise ConfigError(f"model {cfg.model.name} needs Atari images; {cfg.env.id} has feature observations: use --model mlp")
+        raise ConfigError(
+            f"model {cfg.model.name} needs Atari images; {cfg.env.id} has feature observations: use --model mlp"
+        )
     resolve_dim(cfg)
 
 

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
@@ -27,7 +26,12 @@ from rlperf import registry
 from rlperf.config.load import dump_config
 from rlperf.config.schema import RunConfig
 from rlperf.config.validate import validate
-from rlperf.core.checkpoint import atomic_write_text, checkpoint_name, load_checkpoint, save_checkpoint
+from rlperf.core.checkpoint import (
+    atomic_write_text,
+    checkpoint_name,
+    load_checkpoint,
+    save_checkpoint,
+)
 from rlperf.core.errors import CheckpointError, ConfigError
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.types import Progress
@@ -56,7 +60,11 @@ class EpisodeStats:
         for ep in episodes:
             self.returns.append(ep.episode_return)
             self.lengths.append(ep.length)
-            self.ema = ep.episode_return if self.ema is None else EMA_ALPHA * self.ema + (1 - EMA_ALPHA) * ep.episode_return
+            self.ema = (
+                ep.episode_return
+                if self.ema is None
+                else EMA_ALPHA * self.ema + (1 - EMA_ALPHA) * ep.episode_return
+            )
             self.total += 1
 
     def summary(self) -> dict[str, float | None]:
@@ -70,7 +78,12 @@ class EpisodeStats:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"returns": list(self.returns), "lengths": list(self.lengths), "ema": self.ema, "total": self.total}
+        return {
+            "returns": list(self.returns),
+            "lengths": list(self.lengths),
+            "ema": self.ema,
+            "total": self.total,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.returns.extend(state["returns"])
@@ -90,7 +103,11 @@ class _StopSignal:
         if self.received is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.received = signal.Signals(signum).name
-        print(f"\n{self.received} received: stopping after this iteration (checkpoint first); Ctrl-C again aborts", file=sys.stderr, flush=True)
+        print(
+            f"\n{self.received} received: stopping after this iteration (checkpoint first); Ctrl-C again aborts",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def __enter__(self) -> _StopSignal:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -123,7 +140,15 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 class TrainingSession:
     """Builds the run from a config and trains until a stop criterion or a signal."""
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, *, command: list[str], resume_from: Path | None = None, progress: bool = True) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: Path,
+        *,
+        command: list[str],
+        resume_from: Path | None = None,
+        progress: bool = True,
+    ) -> None:
         validate(cfg)
         registry.check_names(cfg)
         self.cfg = cfg
@@ -132,7 +157,9 @@ class TrainingSession:
         self.progress = progress and cfg.telemetry.progress
         self.resume_state = load_checkpoint(resume_from) if resume_from is not None else None
         if self.resume_state is None and (run_dir / "metrics.jsonl").exists():
-            raise ConfigError(f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name")
+            raise ConfigError(
+                f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
+            )
 
     # ------------------------------------------------------------------ building
 
@@ -237,7 +264,14 @@ class TrainingSession:
 
     # ------------------------------------------------------------------ telemetry
 
-    def _record(self, times: dict[str, float], steps: int, episodes: int, metrics: dict[str, float], iter_in_process: int) -> dict[str, Any]:
+    def _record(
+        self,
+        times: dict[str, float],
+        steps: int,
+        episodes: int,
+        metrics: dict[str, float],
+        iter_in_process: int,
+    ) -> dict[str, Any]:
         wall = times["wall"]
         record: dict[str, Any] = {
             "iteration": self.iteration,
@@ -245,7 +279,10 @@ class TrainingSession:
             "episodes_this_iter": episodes,
             "episodes_total": self.stats.total,
             "timesteps_total": self.env_steps,
-            **{f"{k}_time_ms": 1000 * times[k] for k in ("sample", "load", "learn", "update", "other")},
+            **{
+                f"{k}_time_ms": 1000 * times[k]
+                for k in ("sample", "load", "learn", "update", "other")
+            },
             "time_this_iter_s": wall,
             "time_total_s": self.time_total_s,
             "SPS": steps / wall if wall > 0 else 0.0,
@@ -259,7 +296,9 @@ class TrainingSession:
         record.update(metrics)
         return record
 
-    def _manifest(self, status: str, started: str, stop_reason: str | None = None) -> dict[str, Any]:
+    def _manifest(
+        self, status: str, started: str, stop_reason: str | None = None
+    ) -> dict[str, Any]:
         cpu = system.cpu_info()
         return {
             "rlperf_command": self.command,
@@ -303,10 +342,21 @@ class TrainingSession:
 
         sync = torch.cuda.synchronize if self.runner_device_is_cuda() else None
         timer = PhaseTimer(sync=sync)
-        sinks: list[Any] = [JsonlSink(self.run_dir / "metrics.jsonl"), CsvSink(self.run_dir / "progress.csv")]
+        sinks: list[Any] = [
+            JsonlSink(self.run_dir / "metrics.jsonl"),
+            CsvSink(self.run_dir / "progress.csv"),
+        ]
         if self.cfg.telemetry.tensorboard:
-            sinks.append(TensorBoardSink(self.run_dir, purge_step=self.env_steps + 1 if self.resume_state else None))
-        monitor = SystemMonitor(self.cfg.telemetry.sysmon_interval_s) if self.cfg.telemetry.sysmon else None
+            sinks.append(
+                TensorBoardSink(
+                    self.run_dir, purge_step=self.env_steps + 1 if self.resume_state else None
+                )
+            )
+        monitor = (
+            SystemMonitor(self.cfg.telemetry.sysmon_interval_s)
+            if self.cfg.telemetry.sysmon
+            else None
+        )
         view = ConsoleView(self.progress, title=f"rlperf {self.cfg.algo} on {self.cfg.env.id}")
         status, stop_reason = "running", None
         last_saved = self.iteration
@@ -335,7 +385,9 @@ class TrainingSession:
                     self.env_steps += steps
                     self.stats.add(episodes)
                     self.time_total_s = time_before + timer.elapsed()
-                    stop_reason = self._stop_reason() or (f"signal {signals.received}" if signals.received else None)
+                    stop_reason = self._stop_reason() or (
+                        f"signal {signals.received}" if signals.received else None
+                    )
                     if (every and self.iteration % every == 0) or stop_reason is not None:
                         with timer.phase("checkpoint"):
                             self.save_checkpoint()
@@ -348,7 +400,11 @@ class TrainingSession:
                     for sink in sinks:
                         sink.write(record)
                     view.update(record, self._eta(record))
-            status = "completed" if stop_reason and not stop_reason.startswith("signal") else "interrupted"
+            status = (
+                "completed"
+                if stop_reason and not stop_reason.startswith("signal")
+                else "interrupted"
+            )
         except KeyboardInterrupt:
             status, stop_reason = "aborted", "second SIGINT"
         except BaseException as exc:
@@ -367,11 +423,15 @@ class TrainingSession:
             for sink in sinks:
                 sink.close()
             self.runner.close()
-            _write_json(self.run_dir / "manifest.json", self._manifest(status, started, stop_reason))
+            _write_json(
+                self.run_dir / "manifest.json", self._manifest(status, started, stop_reason)
+            )
         return self.run_dir
 
     def runner_device_is_cuda(self) -> bool:
-        return self.cfg.runner.learner_device.startswith("cuda") or self.cfg.runner.actor_device.startswith("cuda")
+        return self.cfg.runner.learner_device.startswith(
+            "cuda"
+        ) or self.cfg.runner.actor_device.startswith("cuda")
 
     def _eta(self, record: dict[str, Any]) -> float | None:
         stop, sps = self.cfg.stop, record["SPS"]

@@ -7,7 +7,12 @@ from safetensors.torch import load_file
 from rlperf.core.checkpoint import resolve_checkpoint
 from tests.conftest import read_metrics, rlperf_subprocess
 
-COMMON = ["--no-progress", "runner.torch_threads=1", "stop.total_timesteps=1000000", "checkpoint.every=0"]
+COMMON = [
+    "--no-progress",
+    "runner.torch_threads=1",
+    "stop.total_timesteps=1000000",
+    "checkpoint.every=0",
+]
 
 
 def _weights(run_dir):
@@ -19,17 +24,31 @@ def _weights(run_dir):
     "env_args",
     [
         ["--preset", "cartpole"],
-        ["--preset", "cleanrl-atari", "--env", "ALE/Pong-v5", "env.num_envs=2", "ppo.num_steps=32",
-         "ppo.update_epochs=1", "env.repeat_action_probability=0.25"],
+        [
+            "--preset",
+            "cleanrl-atari",
+            "--env",
+            "ALE/Pong-v5",
+            "env.num_envs=2",
+            "ppo.num_steps=32",
+            "ppo.update_epochs=1",
+            "env.repeat_action_probability=0.25",
+        ],
     ],
     ids=["cartpole", "pong-sticky"],
 )
 def test_resumed_run_ends_with_identical_parameters(runs_root, env_args):
-    straight = rlperf_subprocess("train", *env_args, *COMMON, "--runs-root", str(runs_root), "-s", "straight", "-i", "5")
+    straight = rlperf_subprocess(
+        "train", *env_args, *COMMON, "--runs-root", str(runs_root), "-s", "straight", "-i", "5"
+    )
     assert straight.returncode == 0, straight.stderr
-    first = rlperf_subprocess("train", *env_args, *COMMON, "--runs-root", str(runs_root), "-s", "split", "-i", "3")
+    first = rlperf_subprocess(
+        "train", *env_args, *COMMON, "--runs-root", str(runs_root), "-s", "split", "-i", "3"
+    )
     assert first.returncode == 0, first.stderr
-    resumed = rlperf_subprocess("train", "--resume", str(runs_root / "split"), "-i", "5", "--no-progress")
+    resumed = rlperf_subprocess(
+        "train", "--resume", str(runs_root / "split"), "-i", "5", "--no-progress"
+    )
     assert resumed.returncode == 0, resumed.stderr
 
     a, b = _weights(runs_root / "straight"), _weights(runs_root / "split")

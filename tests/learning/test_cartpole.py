@@ -10,11 +10,27 @@ pytestmark = pytest.mark.learning
 
 
 def test_ppo_solves_cartpole_within_150k_steps(runs_root):
-    code = main([
-        "train", "--algo", "ppo", "--env", "CartPole-v1", "--preset", "cartpole", "--seed", "1",
-        "--runs-root", str(runs_root), "-s", "cartpole", "--no-progress",
-        "stop.total_timesteps=150000", "stop.target_reward=475", "telemetry.tensorboard=false",
-    ])
+    code = main(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--env",
+            "CartPole-v1",
+            "--preset",
+            "cartpole",
+            "--seed",
+            "1",
+            "--runs-root",
+            str(runs_root),
+            "-s",
+            "cartpole",
+            "--no-progress",
+            "stop.total_timesteps=150000",
+            "stop.target_reward=475",
+            "telemetry.tensorboard=false",
+        ]
+    )
     assert code == 0
     manifest = json.loads((runs_root / "cartpole" / "manifest.json").read_text())
     assert manifest["stop_reason"] == "target_reward"

@@ -17,12 +17,30 @@ pytestmark = pytest.mark.smoke
 def test_signal_finishes_the_iteration_and_checkpoints(runs_root, sig):
     run_dir = runs_root / "sig"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlperf", "train", "--preset", "cartpole", "--runs-root", str(runs_root),
-         "-s", "sig", "--no-progress", "stop.total_timesteps=10000000", "checkpoint.every=0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "rlperf",
+            "train",
+            "--preset",
+            "cartpole",
+            "--runs-root",
+            str(runs_root),
+            "-s",
+            "sig",
+            "--no-progress",
+            "stop.total_timesteps=10000000",
+            "checkpoint.every=0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
-    while not ((run_dir / "metrics.jsonl").exists() and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3):
+    while not (
+        (run_dir / "metrics.jsonl").exists()
+        and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3
+    ):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
     proc.send_signal(sig)
@@ -37,16 +55,36 @@ def test_signal_finishes_the_iteration_and_checkpoints(runs_root, sig):
 
 
 def test_resume_from_a_corrupted_checkpoint_names_the_previous(runs_root):
-    args = ["--preset", "cartpole", "--runs-root", str(runs_root), "-s", "c", "--no-progress", "checkpoint.every=1"]
+    args = [
+        "--preset",
+        "cartpole",
+        "--runs-root",
+        str(runs_root),
+        "-s",
+        "c",
+        "--no-progress",
+        "checkpoint.every=1",
+    ]
     assert rlperf_subprocess("train", *args, "-i", "3").returncode == 0
     root = runs_root / "c" / "checkpoints"
     newest = root / (root / "latest").read_text().strip()
     (newest / "state.safetensors").write_bytes(b"garbage")
-    result = rlperf_subprocess("train", "--resume", str(runs_root / "c"), "-i", "4", "--no-progress")
+    result = rlperf_subprocess(
+        "train", "--resume", str(runs_root / "c"), "-i", "4", "--no-progress"
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("rlperf: error: checkpoint") and "corrupted" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     previous = sorted(p for p in root.iterdir() if p.name.startswith("ckpt_"))[-2]
-    ok = rlperf_subprocess("train", "--resume", str(runs_root / "c"), "--checkpoint", str(previous), "-i", "4", "--no-progress")
+    ok = rlperf_subprocess(
+        "train",
+        "--resume",
+        str(runs_root / "c"),
+        "--checkpoint",
+        str(previous),
+        "-i",
+        "4",
+        "--no-progress",
+    )
     assert ok.returncode == 0, ok.stderr
     assert [r["iteration"] for r in read_metrics(runs_root / "c")] == [1, 2, 3, 4]

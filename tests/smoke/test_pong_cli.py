@@ -11,25 +11,64 @@ from tests.conftest import read_metrics
 pytestmark = pytest.mark.smoke
 
 THESIS_COLUMNS = [
-    "iteration", "episode_reward_min", "episode_reward_mean", "episode_reward_max", "episode_len_mean",
-    "episodes_this_iter", "timesteps_total", "sample_time_ms", "load_time_ms", "learn_time_ms",
-    "update_time_ms", "time_this_iter_s", "time_total_s", "SPS",
+    "iteration",
+    "episode_reward_min",
+    "episode_reward_mean",
+    "episode_reward_max",
+    "episode_len_mean",
+    "episodes_this_iter",
+    "timesteps_total",
+    "sample_time_ms",
+    "load_time_ms",
+    "learn_time_ms",
+    "update_time_ms",
+    "time_this_iter_s",
+    "time_total_s",
+    "SPS",
 ]
-LOSS_COLUMNS = ["losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
-                "losses/clipfrac", "losses/explained_variance", "losses/learning_rate"]
+LOSS_COLUMNS = [
+    "losses/policy_loss",
+    "losses/value_loss",
+    "losses/entropy",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/explained_variance",
+    "losses/learning_rate",
+]
 
 
 @pytest.mark.parametrize("model,dim", [("thesis-1", 84), ("thesis-4", 168), ("thesis-3", 252)])
 def test_two_iterations_of_pong_write_a_complete_run_directory(runs_root, capsys, model, dim):
-    code = main([
-        "train", "--algo", "ppo", "--env", "ALE/Pong-v5", "--preset", "cleanrl-atari", "--model", model,
-        "--runs-root", str(runs_root), "-s", f"pong{dim}", "-i", "2", "--no-progress",
-        "env.num_envs=2", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=1",
-    ])
+    code = main(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--env",
+            "ALE/Pong-v5",
+            "--preset",
+            "cleanrl-atari",
+            "--model",
+            model,
+            "--runs-root",
+            str(runs_root),
+            "-s",
+            f"pong{dim}",
+            "-i",
+            "2",
+            "--no-progress",
+            "env.num_envs=2",
+            "ppo.num_steps=16",
+            "ppo.num_minibatches=2",
+            "ppo.update_epochs=1",
+        ]
+    )
     assert code == 0
     run_dir = runs_root / f"pong{dim}"
     assert f"run_dir: {run_dir}" in capsys.readouterr().out
-    assert {"config.yaml", "manifest.json", "metrics.jsonl", "progress.csv", "checkpoints"} <= {p.name for p in run_dir.iterdir()}
+    assert {"config.yaml", "manifest.json", "metrics.jsonl", "progress.csv", "checkpoints"} <= {
+        p.name for p in run_dir.iterdir()
+    }
     assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
 
     with (run_dir / "progress.csv").open() as f:
@@ -56,7 +95,18 @@ def test_two_iterations_of_pong_write_a_complete_run_directory(runs_root, capsys
 
 
 def test_existing_run_directory_is_never_overwritten(runs_root, capsys):
-    args = ["train", "--preset", "cartpole", "--runs-root", str(runs_root), "-s", "same", "-i", "1", "--no-progress"]
+    args = [
+        "train",
+        "--preset",
+        "cartpole",
+        "--runs-root",
+        str(runs_root),
+        "-s",
+        "same",
+        "-i",
+        "1",
+        "--no-progress",
+    ]
     assert main(args) == 0
     before = (runs_root / "same" / "metrics.jsonl").read_text()
     assert main(args) == 2

@@ -14,8 +14,13 @@ from rlperf.core.errors import CheckpointError
 def _state(value: float) -> dict:
     return {
         "weights": {"w": torch.full((2, 3), value), "b": torch.zeros(3, dtype=torch.bfloat16)},
-        "optimizer": {"state": {0: {"step": torch.tensor(5.0)}}, "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999)}]},
-        "env": [{"ale": np.frombuffer(b"\x00\x01\x02", dtype=np.uint8), "rng": {"state": 2**100 + 7}}],
+        "optimizer": {
+            "state": {0: {"step": torch.tensor(5.0)}},
+            "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999)}],
+        },
+        "env": [
+            {"ale": np.frombuffer(b"\x00\x01\x02", dtype=np.uint8), "rng": {"state": 2**100 + 7}}
+        ],
         "counters": {"iteration": int(value), "ema": None, "name": "x"},
     }
 
@@ -25,7 +30,10 @@ def test_round_trip_keeps_tensors_arrays_and_json(tmp_path):
     loaded = ckpt.load_checkpoint(tmp_path)
     assert torch.equal(loaded["weights"]["w"], torch.full((2, 3), 1.0))
     assert loaded["weights"]["b"].dtype == torch.bfloat16
-    assert isinstance(loaded["env"][0]["ale"], np.ndarray) and loaded["env"][0]["ale"].tobytes() == b"\x00\x01\x02"
+    assert (
+        isinstance(loaded["env"][0]["ale"], np.ndarray)
+        and loaded["env"][0]["ale"].tobytes() == b"\x00\x01\x02"
+    )
     assert loaded["env"][0]["rng"]["state"] == 2**100 + 7
     assert loaded["optimizer"]["state"]["0"]["step"].item() == 5.0
     assert loaded["counters"] == {"iteration": 1, "ema": None, "name": "x"}

@@ -17,7 +17,10 @@ def run_cli(capsys, *argv):
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["ppo.learnin_rate=1e-4"], "unknown config key 'ppo.learnin_rate' (did you mean ppo.learning_rate?)"),
+        (
+            ["ppo.learnin_rate=1e-4"],
+            "unknown config key 'ppo.learnin_rate' (did you mean ppo.learning_rate?)",
+        ),
         (["--ppo.num-steps", "abc"], "ppo.num_steps must be an integer, got 'abc'"),
         (["env.num_envs=0"], "env.num_envs must be positive, got 0"),
         (["ppo.update_epochs=-3"], "ppo.update_epochs must be positive, got -3"),
@@ -58,7 +61,16 @@ def test_unknown_command(capsys):
 
 
 def test_presets_then_flags_in_order():
-    cfg, _ = build_train_config(["--preset", "cleanrl-atari", "--env", "ALE/Breakout-v5", "--ppo.learning-rate=1e-3", "ppo.num_steps=64"])
+    cfg, _ = build_train_config(
+        [
+            "--preset",
+            "cleanrl-atari",
+            "--env",
+            "ALE/Breakout-v5",
+            "--ppo.learning-rate=1e-3",
+            "ppo.num_steps=64",
+        ]
+    )
     assert cfg.env.id == "ALE/Breakout-v5"
     assert cfg.ppo.learning_rate == 1e-3 and cfg.ppo.num_steps == 64
     assert cfg.ppo.clip_coef == 0.1 and cfg.env.num_envs == 8
@@ -68,7 +80,12 @@ def test_rllib_preset_is_the_thesis_configuration():
     cfg, _ = build_train_config(["--preset", "rllib-2021"])
     assert cfg.env.num_envs * cfg.ppo.num_steps == 4000
     assert (cfg.ppo.minibatch_size, cfg.ppo.update_epochs, cfg.ppo.learning_rate) == (128, 30, 5e-5)
-    assert (cfg.ppo.gae_lambda, cfg.ppo.clip_coef, cfg.ppo.vf_loss_clip, cfg.ppo.vf_coef) == (1.0, 0.3, 10.0, 1.0)
+    assert (cfg.ppo.gae_lambda, cfg.ppo.clip_coef, cfg.ppo.vf_loss_clip, cfg.ppo.vf_coef) == (
+        1.0,
+        0.3,
+        10.0,
+        1.0,
+    )
     assert (cfg.ppo.ent_coef, cfg.ppo.kl_coeff, cfg.ppo.kl_target) == (0.0, 0.2, 0.01)
 
 
@@ -78,7 +95,9 @@ def test_extends_merges_presets():
 
 
 def test_thesis_aliases_map_onto_rlperf_options():
-    cfg, _ = build_train_config(["-m", "3", "-w", "4", "-s", "exp1", "-i", "20", "-c", "2", "-a", "0-1", "-g", "none"])
+    cfg, _ = build_train_config(
+        ["-m", "3", "-w", "4", "-s", "exp1", "-i", "20", "-c", "2", "-a", "0-1", "-g", "none"]
+    )
     assert cfg.model.name == "3"
     assert cfg.runner.num_workers == 4 and cfg.run_name == "exp1" and cfg.stop.iterations == 20
     assert cfg.runner.torch_threads == 2 and cfg.runner.cpu_affinity == [0, 1]
@@ -87,7 +106,12 @@ def test_thesis_aliases_map_onto_rlperf_options():
 
 @pytest.mark.parametrize(
     "gpu,driver,learner,actor",
-    [("gpu0", "1", "cuda:0", "cpu"), ("gpu0", "0.001", "cuda:0", "cuda:0"), ("both", "1", "cuda:0", "cuda:1"), ("gpu1", "0", "cpu", "cuda:0")],
+    [
+        ("gpu0", "1", "cuda:0", "cpu"),
+        ("gpu0", "0.001", "cuda:0", "cuda:0"),
+        ("both", "1", "cuda:0", "cuda:1"),
+        ("gpu1", "0", "cpu", "cuda:0"),
+    ],
 )
 def test_gpu_aliases(monkeypatch, gpu, driver, learner, actor):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

@@ -13,7 +13,14 @@ from rlperf.models.catalog import build_model
 
 
 def _cfg(**kw) -> PPOConfig:
-    base = dict(norm_adv=False, vf_clip_coef=None, vf_loss_clip=None, ent_coef=0.0, vf_coef=0.5, clip_coef=0.2)
+    base = dict(
+        norm_adv=False,
+        vf_clip_coef=None,
+        vf_loss_clip=None,
+        ent_coef=0.0,
+        vf_coef=0.5,
+        clip_coef=0.2,
+    )
     base.update(kw)
     return PPOConfig(**base)
 

@@ -35,7 +35,12 @@ def test_gae_matches_numpy_reference(gamma, lam):
     dones = (rng.random((T, N)) < 0.2).astype(np.float64)
     next_value = rng.normal(size=N)
     adv, ret = gae(
-        torch.tensor(rewards), torch.tensor(values), torch.tensor(dones), torch.tensor(next_value), gamma, lam
+        torch.tensor(rewards),
+        torch.tensor(values),
+        torch.tensor(dones),
+        torch.tensor(next_value),
+        gamma,
+        lam,
     )
     ref_adv, ref_ret = gae_reference(rewards, values, dones, next_value, gamma, lam)
     np.testing.assert_allclose(adv.numpy(), ref_adv, rtol=1e-10, atol=1e-10)

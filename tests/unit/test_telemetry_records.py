@@ -11,9 +11,8 @@ from rlperf.telemetry.timers import PHASES, PhaseTimer
 def test_phases_and_other_add_up_to_the_wall_time():
     timer = PhaseTimer()
     timer.lap()
-    with timer.phase("sample"):
-        with timer.phase("env_step"):
-            time.sleep(0.02)
+    with timer.phase("sample"), timer.phase("env_step"):
+        time.sleep(0.02)
     with timer.phase("learn"):
         time.sleep(0.03)
     time.sleep(0.01)  # unaccounted work lands in "other"
@@ -26,7 +25,12 @@ def test_phases_and_other_add_up_to_the_wall_time():
 def _write(run_dir, iterations):
     j, c = JsonlSink(run_dir / "metrics.jsonl"), CsvSink(run_dir / "progress.csv")
     for i in iterations:
-        rec = {"iteration": i, "timesteps_total": 10 * i, "episode_reward_mean": None, "losses/x": 0.5}
+        rec = {
+            "iteration": i,
+            "timesteps_total": 10 * i,
+            "episode_reward_mean": None,
+            "losses/x": 0.5,
+        }
         j.write(rec)
         c.write(rec)
     j.close()
@@ -50,5 +54,11 @@ def test_truncate_then_append_gives_one_header_and_no_duplicates(tmp_path):
 def test_csv_has_the_thesis_columns_first(tmp_path):
     _write(tmp_path, [1])
     header = (tmp_path / "progress.csv").read_text().splitlines()[0].split(",")
-    assert header[:5] == ["iteration", "episode_reward_min", "episode_reward_mean", "episode_reward_max", "episode_len_mean"]
+    assert header[:5] == [
+        "iteration",
+        "episode_reward_min",
+        "episode_reward_mean",
+        "episode_reward_max",
+        "episode_len_mean",
+    ]
     assert "losses/x" in header

@@ -128,7 +128,9 @@ class PPO:
             for start in range(0, B - mb_size + 1, mb_size):
                 idx = perm[start : start + mb_size]
                 with step.autocast():
-                    new_logprob, entropy, new_value = self.policy.evaluate(obs_B[idx], actions_B[idx])
+                    new_logprob, entropy, new_value = self.policy.evaluate(
+                        obs_B[idx], actions_B[idx]
+                    )
                 loss, parts = ppo_loss(
                     cfg,
                     new_logprob,
@@ -160,7 +162,9 @@ class PPO:
                 self.kl_coeff *= 0.5
         metrics.update(
             {
-                "losses/explained_variance": explained_variance(values_B.float(), returns_B.float()),
+                "losses/explained_variance": explained_variance(
+                    values_B.float(), returns_B.float()
+                ),
                 "losses/learning_rate": lr,
                 "losses/kl_coeff": self.kl_coeff,
                 "losses/grad_norm": sum(grad_norms) / max(len(grad_norms), 1),

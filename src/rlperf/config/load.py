@@ -124,7 +124,16 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
     if hint is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+        if isinstance(value, str) and value.lower() in (
+            "true",
+            "false",
+            "yes",
+            "no",
+            "1",
+            "0",
+            "on",
+            "off",
+        ):
             return value.lower() in ("true", "yes", "1", "on")
         raise ConfigError(f"{key} must be true or false, got {value!r}")
     if hint is int:
@@ -173,7 +182,9 @@ def set_key(cfg: RunConfig, key: str, value: Any) -> None:
     if key not in known:
         close = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"unknown config key {key!r}{hint}; see `rlperf train --help` for valid keys")
+        raise ConfigError(
+            f"unknown config key {key!r}{hint}; see `rlperf train --help` for valid keys"
+        )
     *parents, leaf = key.split(".")
     target: Any = cfg
     for p in parents:
@@ -186,7 +197,9 @@ def apply_dict(cfg: RunConfig, data: dict[str, Any], source: str) -> None:
 
     def walk(node: Any, prefix: str) -> None:
         if not isinstance(node, dict):
-            raise ConfigError(f"{source}: expected a mapping at {prefix or 'top level'}, got {node!r}")
+            raise ConfigError(
+                f"{source}: expected a mapping at {prefix or 'top level'}, got {node!r}"
+            )
         for k, v in node.items():
             key = f"{prefix}{k}"
             if isinstance(v, dict):
@@ -204,7 +217,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     """``key=value`` → (key, value) with the value read as YAML (numbers, lists, null)."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
-        raise ConfigError(f"invalid override {text!r}; expected KEY=VALUE such as ppo.learning_rate=1e-4")
+        raise ConfigError(
+            f"invalid override {text!r}; expected KEY=VALUE such as ppo.learning_rate=1e-4"
+        )
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
@@ -224,12 +239,16 @@ def load_preset(name: str, _depth: int = 0) -> dict[str, Any]:
         text = path.read_text()
     else:
         if name not in available_presets():
-            raise ConfigError(f"unknown preset {name!r}; valid: {', '.join(available_presets())} or a path to a .yaml file")
+            raise ConfigError(
+                f"unknown preset {name!r}; valid: {', '.join(available_presets())} or a path to a .yaml file"
+            )
         text = resources.files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text()
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"preset {name!r} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(
+            f"preset {name!r} is not valid YAML: {str(exc).splitlines()[0]}"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"preset {name!r} must be a mapping of config keys")
     base = data.pop("extends", None)
@@ -243,7 +262,11 @@ def load_preset(name: str, _depth: int = 0) -> dict[str, Any]:
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for k, v in over.items():
-        merged[k] = _deep_merge(merged[k], v) if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+        merged[k] = (
+            _deep_merge(merged[k], v)
+            if isinstance(v, dict) and isinstance(merged.get(k), dict)
+            else v
+        )
     return merged
 
 

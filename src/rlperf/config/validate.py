@@ -55,14 +55,21 @@ def validate(cfg: RunConfig) -> None:
         ("checkpoint.keep", cfg.checkpoint.keep),
     ]:
         _positive(key, value)
-    for key, value in [("env.noop_max", env.noop_max), ("ppo.ent_coef", ppo.ent_coef),
-                       ("ppo.vf_coef", ppo.vf_coef), ("ppo.kl_coeff", ppo.kl_coeff),
-                       ("checkpoint.every", cfg.checkpoint.every),
-                       ("telemetry.warmup_iterations", cfg.telemetry.warmup_iterations)]:
+    for key, value in [
+        ("env.noop_max", env.noop_max),
+        ("ppo.ent_coef", ppo.ent_coef),
+        ("ppo.vf_coef", ppo.vf_coef),
+        ("ppo.kl_coeff", ppo.kl_coeff),
+        ("checkpoint.every", cfg.checkpoint.every),
+        ("telemetry.warmup_iterations", cfg.telemetry.warmup_iterations),
+    ]:
         if value < 0:
             raise ConfigError(f"{key} must be zero or positive, got {value}")
-    for key, value in [("ppo.gamma", ppo.gamma), ("ppo.gae_lambda", ppo.gae_lambda),
-                       ("env.repeat_action_probability", env.repeat_action_probability)]:
+    for key, value in [
+        ("ppo.gamma", ppo.gamma),
+        ("ppo.gae_lambda", ppo.gae_lambda),
+        ("env.repeat_action_probability", env.repeat_action_probability),
+    ]:
         if not 0.0 <= value <= 1.0:
             raise ConfigError(f"{key} must be between 0 and 1, got {value}")
     if env.num_envs % runner.num_workers:
@@ -70,21 +77,43 @@ def validate(cfg: RunConfig) -> None:
             f"env.num_envs ({env.num_envs}) must be divisible by runner.num_workers ({runner.num_workers})"
         )
     if (ppo.num_minibatches is None) == (ppo.minibatch_size is None):
-        raise ConfigError("set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)")
+        raise ConfigError(
+            "set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)"
+        )
     batch = env.num_envs * ppo.num_steps
     if ppo.num_minibatches is not None and ppo.num_minibatches > batch:
-        raise ConfigError(f"ppo.num_minibatches ({ppo.num_minibatches}) exceeds the batch size num_envs x num_steps = {batch}")
+        raise ConfigError(
+            f"ppo.num_minibatches ({ppo.num_minibatches}) exceeds the batch size num_envs x num_steps = {batch}"
+        )
     if runner.precision not in PRECISIONS:
-        raise ConfigError(f"runner.precision must be one of {', '.join(PRECISIONS)}, got {runner.precision!r}")
-    for key, dev in [("runner.learner_device", runner.learner_device), ("runner.actor_device", runner.actor_device)]:
+        raise ConfigError(
+            f"runner.precision must be one of {', '.join(PRECISIONS)}, got {runner.precision!r}"
+        )
+    for key, dev in [
+        ("runner.learner_device", runner.learner_device),
+        ("runner.actor_device", runner.actor_device),
+    ]:
         if not _DEVICE.match(dev):
             raise ConfigError(f"{key} must be cpu, cuda, cuda:N or mps, got {dev!r}")
     if runner.cpu_affinity is not None:
-        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+        usable = (
+            os.sched_getaffinity(0)
+            if hasattr(os, "sched_getaffinity")
+            else set(range(os.cpu_count() or 1))
+        )
         bad = sorted(set(runner.cpu_affinity) - usable)
         if bad:
-            raise ConfigError(f"runner.cpu_affinity names CPUs {bad} that this process cannot use; available: {sorted(usable)}")
+            raise ConfigError(
+                f"runner.cpu_affinity names CPUs {bad} that this process cannot use; available: {sorted(usable)}"
+            )
     if stop.target_reward_metric not in REWARD_METRICS:
-        raise ConfigError(f"stop.target_reward_metric must be one of {', '.join(REWARD_METRICS)}, got {stop.target_reward_metric!r}")
-    if all(v is None for v in (stop.total_timesteps, stop.iterations, stop.wall_time_s, stop.target_reward)):
-        raise ConfigError("no stop criterion: set stop.total_timesteps, stop.iterations, stop.wall_time_s or stop.target_reward")
+        raise ConfigError(
+            f"stop.target_reward_metric must be one of {', '.join(REWARD_METRICS)}, got {stop.target_reward_metric!r}"
+        )
+    if all(
+        v is None
+        for v in (stop.total_timesteps, stop.iterations, stop.wall_time_s, stop.target_reward)
+    ):
+        raise ConfigError(
+            "no stop criterion: set stop.total_timesteps, stop.iterations, stop.wall_time_s or stop.target_reward"
+        )

@@ -44,7 +44,9 @@ def _flatten(obj: Any, path: str, tensors: dict[str, torch.Tensor]) -> Any:
         tensors[path] = torch.from_numpy(np.ascontiguousarray(obj).copy())
         return {_NDARRAY: path}
     if isinstance(obj, dict):
-        return {str(k): _flatten(v, f"{path}.{k}" if path else str(k), tensors) for k, v in obj.items()}
+        return {
+            str(k): _flatten(v, f"{path}.{k}" if path else str(k), tensors) for k, v in obj.items()
+        }
     if isinstance(obj, list | tuple):
         return [_flatten(v, f"{path}.{i}", tensors) for i, v in enumerate(obj)]
     if isinstance(obj, np.generic):
@@ -158,7 +160,9 @@ def resolve_checkpoint(path: Path) -> Path:
             return root / name
     found = list_checkpoints(root)
     if not found:
-        raise CheckpointError(f"no checkpoint found in {path} (expected a run directory or a ckpt_* directory)")
+        raise CheckpointError(
+            f"no checkpoint found in {path} (expected a run directory or a ckpt_* directory)"
+        )
     return found[-1]
 
 
@@ -174,9 +178,14 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(tree_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {ckpt} is corrupted: {TREE_FILE} is not valid JSON ({exc})" + _previous_hint(ckpt)) from None
+        raise CheckpointError(
+            f"checkpoint {ckpt} is corrupted: {TREE_FILE} is not valid JSON ({exc})"
+            + _previous_hint(ckpt)
+        ) from None
     if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {ckpt} has an unsupported format (expected format_version {FORMAT_VERSION})")
+        raise CheckpointError(
+            f"checkpoint {ckpt} has an unsupported format (expected format_version {FORMAT_VERSION})"
+        )
     size = tensors_file.stat().st_size
     if size != meta.get("tensors_bytes") or _sha256(tensors_file) != meta.get("tensors_sha256"):
         raise CheckpointError(

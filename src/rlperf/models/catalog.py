@@ -39,7 +39,9 @@ _THESIS = {
 }
 
 MODELS: dict[str, ModelSpec] = {
-    "nature": ModelSpec("nature", "Nature-CNN (32-64-64 convs, 512 fc), shared torso", 84, vf_share_layers=True),
+    "nature": ModelSpec(
+        "nature", "Nature-CNN (32-64-64 convs, 512 fc), shared torso", 84, vf_share_layers=True
+    ),
     **{
         f"thesis-{n}": ModelSpec(
             "conv",
@@ -49,7 +51,9 @@ MODELS: dict[str, ModelSpec] = {
         )
         for n, (dim, filters) in _THESIS.items()
     },
-    "mlp": ModelSpec("mlp", "MLP for feature observations (tanh), separate towers", None, hidden_sizes=(64, 64)),
+    "mlp": ModelSpec(
+        "mlp", "MLP for feature observations (tanh), separate towers", None, hidden_sizes=(64, 64)
+    ),
 }
 
 
@@ -70,7 +74,9 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
 
     if spec.kind == "mlp":
         if len(obs_shape) != 1:
-            raise ConfigError(f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images")
+            raise ConfigError(
+                f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images"
+            )
         hidden = tuple(cfg.hidden_sizes or spec.hidden_sizes)
 
         def torso() -> tuple[nn.Module, int]:
@@ -84,7 +90,9 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
         scale = None
     else:
         if len(obs_shape) != 3:
-            raise ConfigError(f"model {cfg.name} needs image observations (C, H, W), got shape {obs_shape}; use mlp")
+            raise ConfigError(
+                f"model {cfg.name} needs image observations (C, H, W), got shape {obs_shape}; use mlp"
+            )
         channels, h, w = obs_shape
 
         def torso() -> tuple[nn.Module, int]:

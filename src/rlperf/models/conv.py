@@ -55,7 +55,13 @@ class ConvTorso(nn.Module):
     The Linear's weight is the conv weight reshaped, so the parameter count is unchanged.
     """
 
-    def __init__(self, in_channels: int, in_hw: tuple[int, int], spec: ConvSpec, activation: type[nn.Module] = nn.ReLU) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        in_hw: tuple[int, int],
+        spec: ConvSpec,
+        activation: type[nn.Module] = nn.ReLU,
+    ) -> None:
         super().__init__()
         conv_output_shape(spec, in_hw)  # raises ValueError when the spec does not fit
         layers: list[nn.Module] = []
@@ -100,7 +106,9 @@ class NatureTorso(nn.Module):
         for out_ch, (k, _), stride in NATURE_CNN:
             convs += [nn.Conv2d(channels, out_ch, k, stride), nn.ReLU()]
             channels, h, w = out_ch, (h - k) // stride + 1, (w - k) // stride + 1
-        self.net = nn.Sequential(*convs, nn.Flatten(), nn.Linear(channels * h * w, hidden), nn.ReLU())
+        self.net = nn.Sequential(
+            *convs, nn.Flatten(), nn.Linear(channels * h * w, hidden), nn.ReLU()
+        )
         self.out_features = hidden
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

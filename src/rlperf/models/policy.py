@@ -70,7 +70,9 @@ class ActorCritic(nn.Module):
         return self.value_head(torso(x)).squeeze(-1)
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def act(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; returns (actions, logprobs, values), computed without autograd."""
         logits, value = self(obs)
         logp_all = logits.float().log_softmax(-1)
@@ -83,7 +85,9 @@ class ActorCritic(nn.Module):
             actions = (logp_all + gumbel).argmax(-1)
         return actions, logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1), value.float()
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(logprobs of ``actions``, entropies, values) with gradients, for the loss."""
         logits, value = self(obs)
         logp_all = logits.float().log_softmax(-1)

@@ -27,7 +27,9 @@ class InProcRunner:
 
     name = "inproc"
 
-    def __init__(self, cfg: RunnerConfig, envs: SyncVectorEnv, algo: Algorithm, *, seed: int) -> None:
+    def __init__(
+        self, cfg: RunnerConfig, envs: SyncVectorEnv, algo: Algorithm, *, seed: int
+    ) -> None:
         self.cfg = cfg
         self.envs = envs
         self.learner_device = torch.device(cfg.learner_device)
@@ -38,7 +40,11 @@ class InProcRunner:
             self.learner.to(memory_format=torch.channels_last)
         # One network when acting and learning share a device; otherwise an acting copy
         # that sync_weights refreshes after each update.
-        self.actor = self.learner if self.actor_device == self.learner_device else copy.deepcopy(self.learner).to(self.actor_device)
+        self.actor = (
+            self.learner
+            if self.actor_device == self.learner_device
+            else copy.deepcopy(self.learner).to(self.actor_device)
+        )
 
         T, N = algo.data_spec.horizon, envs.num_envs
         space = envs.single_observation_space
@@ -60,7 +66,12 @@ class InProcRunner:
         self.next_obs_N.copy_(torch.from_numpy(envs.reset(seed)))
 
     def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
-        return LocalGradientStep(algo.policy, algo.optimizer_spec(), device=self.learner_device, precision=self.cfg.precision)
+        return LocalGradientStep(
+            algo.policy,
+            algo.optimizer_spec(),
+            device=self.learner_device,
+            precision=self.cfg.precision,
+        )
 
     def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
         episodes: list[EpisodeEnd] = []
@@ -95,7 +106,9 @@ class InProcRunner:
     def sync_weights(self) -> None:
         if self.actor is not self.learner:
             with torch.no_grad():
-                for dst, src in zip(self.actor.parameters(), self.learner.parameters(), strict=True):
+                for dst, src in zip(
+                    self.actor.parameters(), self.learner.parameters(), strict=True
+                ):
                     dst.copy_(src, non_blocking=True)
 
     def state_dict(self) -> dict[str, Any]:
