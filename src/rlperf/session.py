@@ -33,6 +33,7 @@ from rlperf.core.checkpoint import (
     save_checkpoint,
 )
 from rlperf.core.errors import CheckpointError, ConfigError
+from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.types import Progress
 from rlperf.envs.base import EpisodeEnd
@@ -119,14 +120,6 @@ class _StopSignal:
             signal.signal(sig, handler)
 
 
-def apply_resources(cfg: RunConfig) -> None:
-    """CPU affinity and torch threads, set before any tensor work."""
-    if cfg.runner.cpu_affinity is not None:
-        os.sched_setaffinity(0, cfg.runner.cpu_affinity)
-    if cfg.runner.torch_threads is not None:
-        torch.set_num_threads(cfg.runner.torch_threads)
-
-
 def default_run_name(cfg: RunConfig) -> str:
     utc = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     env = cfg.env.id.replace("/", "-")
@@ -165,7 +158,8 @@ class TrainingSession:
 
     def _build(self) -> None:
         cfg = self.cfg
-        apply_resources(cfg)
+        apply_cpu_resources(cfg.runner.cpu_affinity, cfg.runner.torch_threads)
+        self.retained_memory = cfg.runner.retain_freed_memory and retain_freed_memory()
         seed_everything(cfg.seed)
         dim = registry.resolve_dim(cfg)
         self.envs = make_vector_env(cfg.env, dim, cfg.seed)
@@ -323,6 +317,7 @@ class TrainingSession:
                 "cpu_affinity": sorted(os.sched_getaffinity(0)),
                 "precision": self.cfg.runner.precision,
                 "channels_last": self.cfg.runner.channels_last,
+                "retain_freed_memory": self.retained_memory,
                 "gpu_phase_sync": self.cfg.runner.learner_device.startswith("cuda"),
             },
             "pid": os.getpid(),

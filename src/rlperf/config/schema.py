@@ -121,6 +121,8 @@ class RunnerConfig:
     """Learner compute precision: fp32, or bf16 (autocast; fast on CPUs with AMX and on recent GPUs)."""
     channels_last: bool = True
     """Keep conv weights and activations in channels-last layout (same results, faster oneDNN kernels)."""
+    retain_freed_memory: bool = True
+    """Linux/glibc: keep freed memory mapped for reuse, so minibatches do not page-fault fresh memory."""
 
 
 @dataclass
