@@ -252,7 +252,7 @@ def cmd_train(argv: Sequence[str]) -> int:
     )
     session.run()
     print(f"run_dir: {run_dir}")
-    return 0
+    return session.exit_code
 
 
 def cmd_models(argv: Sequence[str]) -> int:

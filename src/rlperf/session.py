@@ -149,6 +149,8 @@ class TrainingSession:
         self.command = command
         self.progress = progress and cfg.telemetry.progress
         self.resume_state = load_checkpoint(resume_from) if resume_from is not None else None
+        self.exit_code = 0
+        """0 when a stop criterion ended the run; 128 + signal number when a signal did."""
         if self.resume_state is None and (run_dir / "metrics.jsonl").exists():
             raise ConfigError(
                 f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
@@ -318,7 +320,7 @@ class TrainingSession:
                 "precision": self.cfg.runner.precision,
                 "channels_last": self.cfg.runner.channels_last,
                 "retain_freed_memory": self.retained_memory,
-                "gpu_phase_sync": self.cfg.runner.learner_device.startswith("cuda"),
+                "gpu_phase_sync": self.runner_device_is_cuda(),
             },
             "pid": os.getpid(),
         }
@@ -334,6 +336,7 @@ class TrainingSession:
         _write_json(self.run_dir / "manifest.json", self._manifest("running", started))
         if self.resume_state is not None:
             truncate_records(self.run_dir, self.iteration)
+            set_aside_newer(Path(self.resume_state["_checkpoint_path"]))
 
         sync = torch.cuda.synchronize if self.runner_device_is_cuda() else None
         timer = PhaseTimer(sync=sync)
@@ -395,17 +398,19 @@ class TrainingSession:
                     for sink in sinks:
                         sink.write(record)
                     view.update(record, self._eta(record))
-            status = (
-                "completed"
-                if stop_reason and not stop_reason.startswith("signal")
-                else "interrupted"
-            )
+            if signals.received:
+                status = "interrupted"
+                self.exit_code = 128 + signal.Signals[signals.received].value
+            else:
+                status = "completed"
         except KeyboardInterrupt:
             status, stop_reason = "aborted", "second SIGINT"
+            self.exit_code = 128 + signal.SIGINT.value
         except BaseException as exc:
             status, stop_reason = "failed", f"{type(exc).__name__}: {exc}"
             if self.iteration > last_saved and not isinstance(exc, ConfigError):
-                # Keep what was learned: the state is consistent between iterations.
+                # Keep what was learned. Mid-iteration the envs may be ahead of the counters,
+                # so a resume from here is close to, not exactly, the uninterrupted run.
                 try:
                     self.save_checkpoint()
                 except Exception:  # noqa: BLE001 - the original error matters more

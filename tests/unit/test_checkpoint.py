@@ -95,3 +95,15 @@ def test_no_pickle_anywhere(tmp_path):
     path = ckpt.save_checkpoint(tmp_path, "ckpt_1", _state(1.0), keep=1)
     assert sorted(p.name for p in path.iterdir()) == sorted([ckpt.TENSORS_FILE, ckpt.TREE_FILE])
     json.loads((path / ckpt.TREE_FILE).read_text())  # plain JSON
+
+
+def test_resuming_from_an_older_checkpoint_sets_newer_ones_aside(tmp_path):
+    for i in (1, 2, 3):
+        ckpt.save_checkpoint(tmp_path, ckpt.checkpoint_name(i, i), _state(float(i)), keep=5)
+    moved = ckpt.set_aside_newer(tmp_path / ckpt.checkpoint_name(1, 1))
+    assert [p.name for p in moved] == [ckpt.checkpoint_name(2, 2), ckpt.checkpoint_name(3, 3)]
+    assert ckpt.load_checkpoint(tmp_path)["counters"]["iteration"] == 1  # latest follows
+    assert (tmp_path / "superseded" / ckpt.checkpoint_name(3, 3) / ckpt.TENSORS_FILE).is_file()
+    ckpt.save_checkpoint(tmp_path, ckpt.checkpoint_name(2, 2), _state(20.0), keep=1)
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == [ckpt.checkpoint_name(2, 2)]
+    assert ckpt.load_checkpoint(tmp_path)["counters"]["iteration"] == 20

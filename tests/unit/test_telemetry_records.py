@@ -62,3 +62,43 @@ def test_csv_has_the_thesis_columns_first(tmp_path):
         "episode_len_mean",
     ]
     assert "losses/x" in header
+
+
+def test_console_summary_shows_sps_eta_reward_and_phase_split():
+    from rlperf.telemetry.console import summary_line
+
+    record = {
+        "iteration": 7,
+        "timesteps_total": 7168,
+        "SPS": 512.4,
+        "episode_reward_mean": -20.5,
+        "time_this_iter_s": 2.0,
+        "sample_time_ms": 500.0,
+        "load_time_ms": 0.0,
+        "learn_time_ms": 1400.0,
+        "update_time_ms": 0.0,
+        "other_time_ms": 100.0,
+    }
+    line = summary_line(record, eta_s=3725)
+    assert "iter 7" in line and "7,168" in line and "SPS 512" in line and "ETA 1:02:05" in line
+    assert (
+        "reward -20.50" in line
+        and "sample 25%" in line
+        and "learn 70%" in line
+        and "other 5%" in line
+    )
+
+
+def test_episode_stats_window_and_ema():
+    from rlperf.envs.base import EpisodeEnd
+    from rlperf.session import EMA_ALPHA, EpisodeStats
+
+    stats = EpisodeStats()
+    stats.add([EpisodeEnd(0, float(r), 10) for r in range(150)])
+    summary = stats.summary()
+    assert summary["episode_reward_min"] == 50 and summary["episode_reward_max"] == 149
+    assert summary["episode_reward_mean"] == sum(range(50, 150)) / 100
+    ema = 0.0
+    for r in range(1, 150):
+        ema = EMA_ALPHA * ema + (1 - EMA_ALPHA) * r
+    assert stats.ema == ema and stats.total == 150

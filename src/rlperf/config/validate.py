@@ -11,8 +11,8 @@ import re
 
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
+from rlperf.core.optim import PRECISIONS
 
-PRECISIONS = ("fp32", "bf16")
 REWARD_METRICS = ("mean100", "ema")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
 

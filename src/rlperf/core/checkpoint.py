@@ -148,6 +148,26 @@ def _prune(root: Path, keep: int) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def set_aside_newer(ckpt: Path) -> list[Path]:
+    """Move checkpoints newer than ``ckpt`` (same directory) into ``superseded/``.
+
+    Resuming from an older checkpoint starts a new line of history; the abandoned later
+    checkpoints are kept (never deleted) but moved out of the way so pruning and the
+    ``latest`` pointer only see the new line.
+    """
+    newer = [p for p in list_checkpoints(ckpt.parent) if p.name > ckpt.name]
+    if newer:
+        aside = ckpt.parent / "superseded"
+        aside.mkdir(exist_ok=True)
+        for p in newer:
+            target = aside / p.name
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(p, target)
+        atomic_write_text(ckpt.parent / LATEST, ckpt.name + "\n")
+    return newer
+
+
 def resolve_checkpoint(path: Path) -> Path:
     """The checkpoint directory meant by ``path``: a checkpoint, a checkpoints dir or a run dir."""
     if (path / TREE_FILE).exists() or (path / TENSORS_FILE).exists():

@@ -52,10 +52,21 @@ class GradientStep(Protocol):
 
 
 class Policy(Protocol):
-    """A network that acts; exportable (an ``nn.Module``)."""
+    """An actor-critic network (an ``nn.Module``; models.policy.ActorCritic implements it).
 
-    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample actions; returns (actions, logprobs, values)."""
+    Runners call :meth:`act`; algorithms call :meth:`evaluate` and :meth:`value`.
+    """
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Actions for a batch of observations, without autograd: (actions, logprobs, values)."""
+        ...
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(logprobs of ``actions``, entropies, values) with gradients."""
+        ...
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """Value estimates."""
         ...
 
     def parameters(self) -> Iterator[nn.Parameter]: ...

@@ -8,6 +8,7 @@ resume-equivalence test). Acting and learning alternate, so one always waits for
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any
 
 import numpy as np
@@ -112,11 +113,22 @@ class InProcRunner:
                     dst.copy_(src, non_blocking=True)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"envs": self.envs.get_state(), "next_obs": self.next_obs_N}
+        try:
+            envs: list[Any] | None = self.envs.get_state()
+        except NotImplementedError:
+            envs = None  # an env without exact snapshots: a resume restarts the episodes
+        return {"envs": envs, "next_obs": self.next_obs_N}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.envs.set_state(state["envs"])
-        self.next_obs_N.copy_(state["next_obs"])
+        if state["envs"] is None:
+            warnings.warn(
+                "the checkpoint holds no env snapshot (this env cannot be snapshotted): "
+                "episodes restart on resume, so the run is not bit-identical to an uninterrupted one",
+                stacklevel=2,
+            )
+        else:
+            self.envs.set_state(state["envs"])
+            self.next_obs_N.copy_(state["next_obs"])
         self.sync_weights()
 
     def close(self) -> None:

@@ -1,14 +1,13 @@
 """The live console view: SPS, ETA, reward and where the time goes.
 
 On a terminal it is a rich live panel redrawn every iteration; without a TTY (pipes, CI)
-it prints a plain line at most every ``plain_every_s`` seconds so logs stay short.
+it stays silent: metrics.jsonl and progress.csv hold everything it would show.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 from typing import Any
 
 from rlperf.telemetry.timers import PHASES
@@ -47,11 +46,8 @@ def summary_line(record: dict[str, Any], eta_s: float | None) -> str:
 class ConsoleView:
     """Shows progress; ``enabled=False`` for a quiet run (--no-progress)."""
 
-    def __init__(self, enabled: bool, title: str, plain_every_s: float = 10.0) -> None:
-        self.enabled = enabled
+    def __init__(self, enabled: bool, title: str) -> None:
         self.title = title
-        self.plain_every_s = plain_every_s
-        self._last_plain = 0.0
         self._live: Any = None
         if enabled and interactive():
             from rich.live import Live
@@ -60,22 +56,15 @@ class ConsoleView:
             self._live.start()
 
     def update(self, record: dict[str, Any], eta_s: float | None) -> None:
-        if not self.enabled:
+        if self._live is None:
             return
-        line = summary_line(record, eta_s)
-        if self._live is not None:
-            from rich.panel import Panel
+        from rich.panel import Panel
 
-            sys_cpu = record.get("sys/proc_cpu_percent")
-            extra = (
-                ""
-                if sys_cpu is None
-                else f"\nCPU (process tree) {sys_cpu:.0f}%  RAM {record.get('sys/ram_percent', 0):.0f}%"
-            )
-            self._live.update(Panel(line + extra, title=self.title))
-        elif time.monotonic() - self._last_plain >= self.plain_every_s:
-            self._last_plain = time.monotonic()
-            print(line, flush=True)
+        line = summary_line(record, eta_s)
+        sys_cpu = record.get("sys/proc_cpu_percent")
+        if sys_cpu is not None:
+            line += f"\nCPU (process tree) {sys_cpu:.0f}%  RAM {record.get('sys/ram_percent') or 0:.0f}%"
+        self._live.update(Panel(line, title=self.title))
 
     def close(self) -> None:
         if self._live is not None:

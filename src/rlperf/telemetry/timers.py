@@ -3,8 +3,10 @@
 The four phases are the thesis's (RLlib's) timers: ``sample`` (env stepping + acting),
 ``load`` (batch assembly / transfer to the learner), ``learn`` (forward, backward,
 optimizer) and ``update`` (weight sync to the actors). ``other`` is the rest of the
-iteration's wall time, so the five always add up to it. Sub-phases (``env_step``,
-``policy_forward``, ``checkpoint``, ...) are finer views inside those and are not added.
+iteration's wall time, so the five always add up to it. Sub-phases are finer views inside
+those and are not added again: ``env_step`` and ``policy_forward`` inside ``sample``,
+``checkpoint`` inside ``other``. A lap runs from the end of the previous lap, so writing an
+iteration's record is charged to the next iteration's ``other``.
 """
 
 from __future__ import annotations
