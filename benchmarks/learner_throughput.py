@@ -38,24 +38,32 @@ def make_batch(cfg: RunConfig, dim: int, actions: int) -> Rollout:
     g = torch.Generator().manual_seed(0)
     T, N = cfg.ppo.num_steps, cfg.env.num_envs
     return Rollout(
-        obs_TN=torch.randint(0, 255, (T, N, cfg.env.frame_stack, dim, dim), dtype=torch.uint8, generator=g),
+        obs_TN=torch.randint(
+            0, 255, (T, N, cfg.env.frame_stack, dim, dim), dtype=torch.uint8, generator=g
+        ),
         actions_TN=torch.randint(0, actions, (T, N), generator=g),
         logprobs_TN=torch.full((T, N), -1.79),
         values_TN=torch.randn(T, N, generator=g),
         rewards_TN=torch.randn(T, N, generator=g).sign() * (torch.rand(T, N, generator=g) < 0.02),
         dones_TN=(torch.rand(T, N, generator=g) < 0.001).float(),
-        next_obs_N=torch.randint(0, 255, (N, cfg.env.frame_stack, dim, dim), dtype=torch.uint8, generator=g),
+        next_obs_N=torch.randint(
+            0, 255, (N, cfg.env.frame_stack, dim, dim), dtype=torch.uint8, generator=g
+        ),
     )
 
 
-def build(cfg: RunConfig, model: str, variant: str, dim: int, actions: int) -> tuple[PPO, LocalGradientStep]:
+def build(
+    cfg: RunConfig, model: str, variant: str, dim: int, actions: int
+) -> tuple[PPO, LocalGradientStep]:
     precision, channels_last = VARIANTS[variant]
     torch.manual_seed(0)
     policy = build_model(ModelConfig(name=model), (cfg.env.frame_stack, dim, dim), actions)
     if channels_last:
         policy.to(memory_format=torch.channels_last)
     algo = PPO(cfg.ppo, policy, seed=0)
-    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"), precision=precision)
+    step = LocalGradientStep(
+        policy, algo.optimizer_spec(), device=torch.device("cpu"), precision=precision
+    )
     return algo, step
 
 

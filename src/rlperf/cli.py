@@ -283,6 +283,9 @@ def cmd_models(argv: Sequence[str]) -> int:
             shape_text = f"{frames}x{dim}x{dim} uint8"
         params = count_parameters(build_model(ModelConfig(name=name), shape, actions))
         print(f"{name:<10} {shape_text:<16} {params:>12,}  {spec.description}")
+    print(
+        f"(trainable parameters with {actions} actions and {frames} stacked frames; see --actions, --frames)"
+    )
     return 0
 
 
@@ -290,7 +293,7 @@ def cmd_doctor(argv: Sequence[str]) -> int:
     _Parser(
         prog="rlperf doctor", description="Machine facts and the recommended placement."
     ).parse_args(list(argv))
-    from rlperf.telemetry.system import doctor_report, format_doctor
+    from rlperf.telemetry.doctor import doctor_report, format_doctor
 
     print(format_doctor(doctor_report()))
     return 0

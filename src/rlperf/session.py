@@ -13,8 +13,6 @@ import os
 import signal
 import sys
 import traceback
-from collections import deque
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -31,65 +29,20 @@ from rlperf.core.checkpoint import (
     checkpoint_name,
     load_checkpoint,
     save_checkpoint,
+    set_aside_newer,
 )
 from rlperf.core.errors import CheckpointError, ConfigError
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.types import Progress
-from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.make import make_vector_env
 from rlperf.models.catalog import build_model
 from rlperf.telemetry import system
 from rlperf.telemetry.console import ConsoleView
+from rlperf.telemetry.episodes import EpisodeStats
 from rlperf.telemetry.sinks import CsvSink, JsonlSink, TensorBoardSink, truncate_records
 from rlperf.telemetry.sysmon import SystemMonitor
 from rlperf.telemetry.timers import PhaseTimer
-
-EMA_ALPHA = 0.98  # source 003's smoothing of episode rewards
-
-
-@dataclass
-class EpisodeStats:
-    """True game returns: the last 100 for summaries, an EMA for 003's stop criterion."""
-
-    returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
-    lengths: deque[int] = field(default_factory=lambda: deque(maxlen=100))
-    ema: float | None = None
-    total: int = 0
-
-    def add(self, episodes: list[EpisodeEnd]) -> None:
-        for ep in episodes:
-            self.returns.append(ep.episode_return)
-            self.lengths.append(ep.length)
-            self.ema = (
-                ep.episode_return
-                if self.ema is None
-                else EMA_ALPHA * self.ema + (1 - EMA_ALPHA) * ep.episode_return
-            )
-            self.total += 1
-
-    def summary(self) -> dict[str, float | None]:
-        n = len(self.returns)
-        return {
-            "episode_reward_min": min(self.returns) if n else None,
-            "episode_reward_mean": sum(self.returns) / n if n else None,
-            "episode_reward_max": max(self.returns) if n else None,
-            "episode_len_mean": sum(self.lengths) / n if n else None,
-            "episode_reward_ema": self.ema,
-        }
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "returns": list(self.returns),
-            "lengths": list(self.lengths),
-            "ema": self.ema,
-            "total": self.total,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.returns.extend(state["returns"])
-        self.lengths.extend(state["lengths"])
-        self.ema, self.total = state["ema"], state["total"]
 
 
 class _StopSignal:

@@ -10,18 +10,16 @@ from typing import Any
 import pytest
 
 from rlperf.telemetry import system
+from rlperf.telemetry.doctor import doctor_report, format_doctor, recommend_placement
 from rlperf.telemetry.system import (
     ISA_FLAGS,
     cpu_info,
-    doctor_report,
-    format_doctor,
     git_sha,
     gpu_info,
     package_versions,
     parse_cpu_flags,
     parse_cpuinfo,
     parse_parallel_info,
-    recommend_placement,
     thread_env,
     torch_backends,
 )

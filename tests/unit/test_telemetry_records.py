@@ -91,7 +91,7 @@ def test_console_summary_shows_sps_eta_reward_and_phase_split():
 
 def test_episode_stats_window_and_ema():
     from rlperf.envs.base import EpisodeEnd
-    from rlperf.session import EMA_ALPHA, EpisodeStats
+    from rlperf.telemetry.episodes import EMA_ALPHA, EpisodeStats
 
     stats = EpisodeStats()
     stats.add([EpisodeEnd(0, float(r), 10) for r in range(150)])

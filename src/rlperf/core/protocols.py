@@ -57,11 +57,15 @@ class Policy(Protocol):
     Runners call :meth:`act`; algorithms call :meth:`evaluate` and :meth:`value`.
     """
 
-    def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def act(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Actions for a batch of observations, without autograd: (actions, logprobs, values)."""
         ...
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(logprobs of ``actions``, entropies, values) with gradients."""
         ...
 

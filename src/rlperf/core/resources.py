@@ -31,7 +31,9 @@ def retain_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(name)
-        return bool(libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30)) and bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20))
+        return bool(libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30)) and bool(
+            libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        )
     except (OSError, AttributeError):
         return False
 
