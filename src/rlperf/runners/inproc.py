@@ -106,11 +106,13 @@ class InProcRunner:
 
     def sync_weights(self) -> None:
         if self.actor is not self.learner:
+            # Blocking copies: a non-blocking device-to-host copy could still be in flight
+            # when the next collect() reads the actor's weights.
             with torch.no_grad():
                 for dst, src in zip(
                     self.actor.parameters(), self.learner.parameters(), strict=True
                 ):
-                    dst.copy_(src, non_blocking=True)
+                    dst.copy_(src)
 
     def state_dict(self) -> dict[str, Any]:
         try:
