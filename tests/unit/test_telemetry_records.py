@@ -89,6 +89,34 @@ def test_console_summary_shows_sps_eta_reward_and_phase_split():
     )
 
 
+def test_live_panel_renders_the_phase_split():
+    import io
+
+    from rich.console import Console
+
+    from rlperf.telemetry.console import panel
+
+    record = {
+        "iteration": 1,
+        "timesteps_total": 1024,
+        "SPS": 600.0,
+        "episode_reward_mean": None,
+        "time_this_iter_s": 1.0,
+        "sample_time_ms": 250.0,
+        "load_time_ms": 0.0,
+        "learn_time_ms": 750.0,
+        "update_time_ms": 0.0,
+        "other_time_ms": 0.0,
+        "sys/proc_cpu_percent": 190.0,
+        "sys/ram_percent": 4.0,
+    }
+    out = io.StringIO()
+    Console(file=out, width=200).print(panel(record, None, "title"))
+    text = out.getvalue()
+    assert "[sample 25% load 0% learn 75% update 0% other 0%]" in text
+    assert "reward -" in text and "CPU (process tree) 190%" in text
+
+
 def test_episode_stats_window_and_ema():
     from rlperf.envs.base import EpisodeEnd
     from rlperf.telemetry.episodes import EMA_ALPHA, EpisodeStats

@@ -43,6 +43,22 @@ def summary_line(record: dict[str, Any], eta_s: float | None) -> str:
     )
 
 
+def panel(record: dict[str, Any], eta_s: float | None, title: str) -> Any:
+    """The rich panel the live view shows for ``record``."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    line = summary_line(record, eta_s)
+    sys_cpu = record.get("sys/proc_cpu_percent")
+    if sys_cpu is not None:
+        line += (
+            f"\nCPU (process tree) {sys_cpu:.0f}%  RAM {record.get('sys/ram_percent') or 0:.0f}%"
+        )
+    # Text, not a markup string: the phase split is in [brackets], which rich would
+    # otherwise take for style tags and drop.
+    return Panel(Text(line), title=title)
+
+
 class ConsoleView:
     """Shows progress; ``enabled=False`` for a quiet run (--no-progress)."""
 
@@ -56,15 +72,8 @@ class ConsoleView:
             self._live.start()
 
     def update(self, record: dict[str, Any], eta_s: float | None) -> None:
-        if self._live is None:
-            return
-        from rich.panel import Panel
-
-        line = summary_line(record, eta_s)
-        sys_cpu = record.get("sys/proc_cpu_percent")
-        if sys_cpu is not None:
-            line += f"\nCPU (process tree) {sys_cpu:.0f}%  RAM {record.get('sys/ram_percent') or 0:.0f}%"
-        self._live.update(Panel(line, title=self.title))
+        if self._live is not None:
+            self._live.update(panel(record, eta_s, self.title))
 
     def close(self) -> None:
         if self._live is not None:
