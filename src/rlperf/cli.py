@@ -15,6 +15,7 @@ from typing import NoReturn
 from rlperf.config.load import (
     apply_dict,
     available_presets,
+    get_key,
     iter_fields,
     load_config_file,
     load_preset,
@@ -43,15 +44,10 @@ def _config_keys_help() -> str:
         if top != section:
             section = top
             lines.append(f"\n  [{section}]")
-        lines.append(f"  {key} ({type_name(hint)}, default {_default(key)!r})\n      {doc}")
+        lines.append(
+            f"  {key} ({type_name(hint)}, default {get_key(RunConfig(), key)!r})\n      {doc}"
+        )
     return "\n".join(lines)
-
-
-def _default(key: str) -> object:
-    node: object = RunConfig()
-    for part in key.split("."):
-        node = getattr(node, part)
-    return node
 
 
 THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim):
@@ -65,7 +61,7 @@ THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim):
   -i/--iters N         stop.iterations (a total: a resumed run counts the iterations already done)
   -c/--cpus N          runner.torch_threads
   -a/--set-affinity L  runner.cpu_affinity, a CPU list such as 0,1 or 0-3
-  -r/--restore-dir DIR same as --resume DIR"""
+  -r/--restore-dir DIR same as --resume DIR (--restore_dir too)"""
 
 
 def _train_parser() -> _Parser:
@@ -94,6 +90,7 @@ def _train_parser() -> _Parser:
         "--resume",
         "-r",
         "--restore-dir",
+        "--restore_dir",  # the spelling in the thesis's appendix
         dest="resume",
         metavar="RUN_DIR",
         help="continue a run from its latest checkpoint",
@@ -188,7 +185,7 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
     if args.resume:
         run_dir = _run_dir_of(Path(args.resume))
         cfg = load_config_file(run_dir / "config.yaml")
-        saved = {k: _default_of(cfg, k) for k, _, _ in iter_fields()}
+        saved = {k: get_key(cfg, k) for k, _, _ in iter_fields()}
     else:
         cfg, saved = RunConfig(), None
     if args.checkpoint and not args.resume:
@@ -201,11 +198,11 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         for key, _, _ in iter_fields():
             if (
                 key.startswith(FROZEN_ON_RESUME)
-                and _default_of(cfg, key) != saved[key]
-                and not (key == "model.name" and _same_model(saved[key], _default_of(cfg, key)))
+                and get_key(cfg, key) != saved[key]
+                and not (key == "model.name" and _same_model(saved[key], get_key(cfg, key)))
             ):
                 raise ConfigError(
-                    f"{key} cannot change on resume (run has {saved[key]!r}, got {_default_of(cfg, key)!r})"
+                    f"{key} cannot change on resume (run has {saved[key]!r}, got {get_key(cfg, key)!r})"
                 )
     return cfg, args
 
@@ -214,13 +211,6 @@ def _same_model(a: object, b: object) -> bool:
     from rlperf.models.catalog import resolve_model_name
 
     return resolve_model_name(str(a)) == resolve_model_name(str(b))
-
-
-def _default_of(cfg: RunConfig, key: str) -> object:
-    node: object = cfg
-    for part in key.split("."):
-        node = getattr(node, part)
-    return node
 
 
 def _run_dir_of(path: Path) -> Path:
@@ -239,7 +229,13 @@ def cmd_train(argv: Sequence[str]) -> int:
 
     if args.resume:
         run_dir = _run_dir_of(Path(args.resume))
-        resume_from = Path(args.checkpoint) if args.checkpoint else run_dir
+        # --resume may itself name a checkpoint inside the run; --checkpoint picks one too.
+        resume_from = Path(args.checkpoint or args.resume)
+        if (
+            run_dir.resolve() not in resume_from.resolve().parents
+            and resume_from.resolve() != run_dir.resolve()
+        ):
+            raise ConfigError(f"checkpoint {resume_from} is not inside the run directory {run_dir}")
     else:
         run_dir = Path(cfg.runs_root) / (cfg.run_name or default_run_name(cfg))
         resume_from = None

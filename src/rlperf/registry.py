@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
+import torch
+
 from rlperf.algos.ppo import PPO
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
@@ -48,8 +50,31 @@ def resolve_dim(cfg: RunConfig) -> int:
     return cfg.env.dim or spec.input_dim or 84
 
 
+def check_devices(cfg: RunConfig) -> None:
+    """The learner and actor devices exist on this machine."""
+    for key, name in (
+        ("runner.learner_device", cfg.runner.learner_device),
+        ("runner.actor_device", cfg.runner.actor_device),
+    ):
+        device = torch.device(name)
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if count == 0:
+                raise ConfigError(
+                    f"{key}={name} but torch sees no CUDA device (torch {torch.__version__}); use cpu"
+                )
+            if device.index is not None and device.index >= count:
+                raise ConfigError(
+                    f"{key}={name} but only {count} CUDA device(s) are visible (cuda:0..cuda:{count - 1})"
+                )
+        elif device.type == "mps" and not torch.backends.mps.is_available():
+            raise ConfigError(f"{key}={name} but MPS is not available here; use cpu")
+
+
 def check_names(cfg: RunConfig) -> None:
-    """Validate every name in ``cfg`` against what exists (algorithm, runner, model, env)."""
+    """Validate every name in ``cfg`` against what exists (algorithm, runner, model, env,
+    devices)."""
+    check_devices(cfg)
     _check_name("algorithm", cfg.algo, list(ALGORITHMS))
     _check_name("runner", cfg.runner.name, list(RUNNERS))
     cfg.model.name = resolve_model_name(cfg.model.name)

@@ -8,11 +8,13 @@ the maths.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -81,6 +83,29 @@ def default_run_name(cfg: RunConfig) -> str:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+class _RunLock:
+    """An exclusive lock on a run directory: two processes must never write one run."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / ".lock"
+        self._file: Any = None
+
+    def __enter__(self) -> _RunLock:
+        self._file = self.path.open("a+")
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.close()
+            raise ConfigError(
+                f"run directory {self.path.parent} is in use by another rlperf process"
+            ) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._file, fcntl.LOCK_UN)
+        self._file.close()
 
 
 class TrainingSession:
@@ -160,7 +185,7 @@ class TrainingSession:
             "algorithm": self.algo.state_dict(),
             "optimizer": self.step.state_dict(),
             "runner": self.runner.state_dict(),
-            "rng": rng_state(),
+            "rng": rng_state(cuda=self._phase_sync() is not None),
         }
 
     def save_checkpoint(self) -> Path:
@@ -174,6 +199,11 @@ class TrainingSession:
     # ------------------------------------------------------------------ stop criteria
 
     def _fraction_left(self) -> float:
+        """Share of the schedule's budget still ahead: ``stop.total_timesteps``, or
+        ``stop.iterations`` when no step budget is set (wall time is not predictable).
+
+        The schedule deliberately ignores the other criteria: a run stopped early (by ``-i``,
+        a signal or a target) and resumed later continues the same schedule."""
         stop = self.cfg.stop
         if stop.total_timesteps:
             return max(1.0 - self.env_steps / stop.total_timesteps, 0.0)
@@ -273,7 +303,7 @@ class TrainingSession:
                 "precision": self.cfg.runner.precision,
                 "channels_last": self.cfg.runner.channels_last,
                 "retain_freed_memory": self.retained_memory,
-                "gpu_phase_sync": self.runner_device_is_cuda(),
+                "gpu_phase_sync": self._phase_sync() is not None,
             },
             "pid": os.getpid(),
         }
@@ -283,34 +313,51 @@ class TrainingSession:
     def run(self) -> Path:
         """Train until a stop criterion; returns the run directory."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        with _RunLock(self.run_dir):
+            return self._run()
+
+    def _start_resumed(self) -> None:
+        """Continue the records at the checkpoint; a later line of history is set aside."""
+        aside = self.run_dir / "superseded" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        truncate_records(self.run_dir, self.iteration, removed_to=aside)
+        set_aside_newer(Path(self.resume_state["_checkpoint_path"]), aside / "checkpoints")
+
+    def _phase_sync(self) -> Callable[[], None] | None:
+        """Synchronize every CUDA device in use at phase boundaries (None without CUDA)."""
+        devices = {self.runner.learner_device, self.runner.actor_device}
+        cuda = [d for d in devices if d.type == "cuda"]
+        if not cuda:
+            return None
+
+        def sync() -> None:
+            for device in cuda:
+                torch.cuda.synchronize(device)
+
+        return sync
+
+    def _run(self) -> Path:
         started = datetime.now(UTC).isoformat()
         self._build()
         atomic_write_text(self.run_dir / "config.yaml", dump_config(self.cfg))
         _write_json(self.run_dir / "manifest.json", self._manifest("running", started))
         if self.resume_state is not None:
-            truncate_records(self.run_dir, self.iteration)
-            set_aside_newer(Path(self.resume_state["_checkpoint_path"]))
+            self._start_resumed()
 
-        sync = torch.cuda.synchronize if self.runner_device_is_cuda() else None
-        timer = PhaseTimer(sync=sync)
+        timer = PhaseTimer(sync=self._phase_sync())
         sinks: list[Any] = [
             JsonlSink(self.run_dir / "metrics.jsonl"),
             CsvSink(self.run_dir / "progress.csv"),
         ]
         if self.cfg.telemetry.tensorboard:
-            sinks.append(
-                TensorBoardSink(
-                    self.run_dir, purge_step=self.env_steps + 1 if self.resume_state else None
-                )
-            )
-        monitor = (
-            SystemMonitor(self.cfg.telemetry.sysmon_interval_s)
-            if self.cfg.telemetry.sysmon
-            else None
-        )
+            purge = self.env_steps + 1 if self.resume_state else None
+            sinks.append(TensorBoardSink(self.run_dir, purge_step=purge))
+        monitor = None
+        if self.cfg.telemetry.sysmon:
+            monitor = SystemMonitor(self.cfg.telemetry.sysmon_interval_s)
         view = ConsoleView(self.progress, title=f"rlperf {self.cfg.algo} on {self.cfg.env.id}")
         status, stop_reason = "running", None
         last_saved = self.iteration
+        mid_iteration = False
         every = self.cfg.checkpoint.every
         try:
             with _StopSignal() as signals:
@@ -320,6 +367,7 @@ class TrainingSession:
                 timer.lap()
                 iter_in_process = 0
                 while stop_reason is None:
+                    mid_iteration = True
                     time_before = self.time_total_s
                     progress = Progress(self.iteration, self.env_steps, self._fraction_left())
                     with timer.phase("sample"):
@@ -335,14 +383,11 @@ class TrainingSession:
                     iter_in_process += 1
                     self.env_steps += steps
                     self.stats.add(episodes)
+                    mid_iteration = False
                     self.time_total_s = time_before + timer.elapsed()
                     stop_reason = self._stop_reason() or (
                         f"signal {signals.received}" if signals.received else None
                     )
-                    if (every and self.iteration % every == 0) or stop_reason is not None:
-                        with timer.phase("checkpoint"):
-                            self.save_checkpoint()
-                        last_saved = self.iteration
                     times = timer.lap()
                     self.time_total_s = time_before + times["wall"]
                     if monitor is not None:
@@ -351,6 +396,13 @@ class TrainingSession:
                     for sink in sinks:
                         sink.write(record)
                     view.update(record, self._eta(record))
+                    # The record goes out before the checkpoint: a kill in between leaves a
+                    # row that resume truncates; the other order could lose a row for good.
+                    # The checkpoint's time is charged to the next iteration's "other".
+                    if (every and self.iteration % every == 0) or stop_reason is not None:
+                        with timer.phase("checkpoint"):
+                            self.save_checkpoint()
+                        last_saved = self.iteration
             if signals.received:
                 status = "interrupted"
                 self.exit_code = 128 + signal.Signals[signals.received].value
@@ -361,9 +413,10 @@ class TrainingSession:
             self.exit_code = 128 + signal.SIGINT.value
         except BaseException as exc:
             status, stop_reason = "failed", f"{type(exc).__name__}: {exc}"
-            if self.iteration > last_saved and not isinstance(exc, ConfigError):
-                # Keep what was learned. Mid-iteration the envs may be ahead of the counters,
-                # so a resume from here is close to, not exactly, the uninterrupted run.
+            # Between iterations the state is consistent: keep what was learned. Midway
+            # (envs ahead of the counters, an update half applied) it is not, and the last
+            # periodic checkpoint stays the one to resume from.
+            if self.iteration > last_saved and not mid_iteration:
                 try:
                     self.save_checkpoint()
                 except Exception:  # noqa: BLE001 - the original error matters more
@@ -380,11 +433,6 @@ class TrainingSession:
                 self.run_dir / "manifest.json", self._manifest(status, started, stop_reason)
             )
         return self.run_dir
-
-    def runner_device_is_cuda(self) -> bool:
-        return self.cfg.runner.learner_device.startswith(
-            "cuda"
-        ) or self.cfg.runner.actor_device.startswith("cuda")
 
     def _eta(self, record: dict[str, Any]) -> float | None:
         stop, sps = self.cfg.stop, record["SPS"]

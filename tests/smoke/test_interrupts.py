@@ -88,3 +88,29 @@ def test_resume_from_a_corrupted_checkpoint_names_the_previous(runs_root):
     )
     assert ok.returncode == 0, ok.stderr
     assert [r["iteration"] for r in read_metrics(runs_root / "c")] == [1, 2, 3, 4]
+
+
+def test_resume_naming_an_older_checkpoint_keeps_the_abandoned_line(runs_root):
+    args = ["--preset", "cartpole", "--runs-root", str(runs_root), "-s", "r", "--no-progress"]
+    assert rlperf_subprocess("train", *args, "checkpoint.every=1", "-i", "3").returncode == 0
+    first = sorted((runs_root / "r" / "checkpoints").glob("ckpt_*"))[0]
+    result = rlperf_subprocess("train", "--resume", str(first), "-i", "2", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert [r["iteration"] for r in read_metrics(runs_root / "r")] == [1, 2]
+    (aside,) = (runs_root / "r" / "superseded").iterdir()
+    assert [r["iteration"] for r in read_metrics(aside)] == [2, 3]  # the old rows 2 and 3
+    assert sorted(p.name[:13] for p in (aside / "checkpoints").iterdir()) == [
+        "ckpt_00000002",
+        "ckpt_00000003",
+    ]
+
+
+def test_a_checkpoint_of_another_run_is_refused(runs_root):
+    args = ["--preset", "cartpole", "--runs-root", str(runs_root), "--no-progress", "-i", "1"]
+    assert rlperf_subprocess("train", *args, "-s", "a").returncode == 0
+    assert rlperf_subprocess("train", *args, "-s", "b").returncode == 0
+    other = next((runs_root / "b" / "checkpoints").glob("ckpt_*"))
+    result = rlperf_subprocess(
+        "train", "--resume", str(runs_root / "a"), "--checkpoint", str(other)
+    )
+    assert result.returncode == 2 and "is not inside the run directory" in result.stderr

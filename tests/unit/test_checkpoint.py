@@ -98,12 +98,27 @@ def test_no_pickle_anywhere(tmp_path):
 
 
 def test_resuming_from_an_older_checkpoint_sets_newer_ones_aside(tmp_path):
+    root = tmp_path / "checkpoints"
     for i in (1, 2, 3):
-        ckpt.save_checkpoint(tmp_path, ckpt.checkpoint_name(i, i), _state(float(i)), keep=5)
-    moved = ckpt.set_aside_newer(tmp_path / ckpt.checkpoint_name(1, 1))
+        ckpt.save_checkpoint(root, ckpt.checkpoint_name(i, i), _state(float(i)), keep=5)
+    aside = tmp_path / "superseded" / "first"
+    moved = ckpt.set_aside_newer(root / ckpt.checkpoint_name(1, 1), aside)
     assert [p.name for p in moved] == [ckpt.checkpoint_name(2, 2), ckpt.checkpoint_name(3, 3)]
-    assert ckpt.load_checkpoint(tmp_path)["counters"]["iteration"] == 1  # latest follows
-    assert (tmp_path / "superseded" / ckpt.checkpoint_name(3, 3) / ckpt.TENSORS_FILE).is_file()
-    ckpt.save_checkpoint(tmp_path, ckpt.checkpoint_name(2, 2), _state(20.0), keep=1)
-    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == [ckpt.checkpoint_name(2, 2)]
-    assert ckpt.load_checkpoint(tmp_path)["counters"]["iteration"] == 20
+    assert ckpt.load_checkpoint(root)["counters"]["iteration"] == 1  # latest follows
+    assert (aside / ckpt.checkpoint_name(3, 3) / ckpt.TENSORS_FILE).is_file()
+    ckpt.save_checkpoint(root, ckpt.checkpoint_name(2, 2), _state(20.0), keep=1)
+    assert [p.name for p in ckpt.list_checkpoints(root)] == [ckpt.checkpoint_name(2, 2)]
+    assert ckpt.load_checkpoint(root)["counters"]["iteration"] == 20
+    # a second abandoned line goes to its own directory: the first one is never overwritten
+    second = tmp_path / "superseded" / "second"
+    ckpt.save_checkpoint(root, ckpt.checkpoint_name(3, 3), _state(30.0), keep=5)
+    ckpt.set_aside_newer(root / ckpt.checkpoint_name(2, 2), second)
+    assert ckpt.load_checkpoint(aside / ckpt.checkpoint_name(3, 3))["counters"]["iteration"] == 3
+    assert ckpt.load_checkpoint(second / ckpt.checkpoint_name(3, 3))["counters"]["iteration"] == 30
+
+
+def test_saving_the_same_name_again_replaces_it(tmp_path):
+    ckpt.save_checkpoint(tmp_path, "ckpt_1", _state(1.0), keep=3)
+    ckpt.save_checkpoint(tmp_path, "ckpt_1", _state(2.0), keep=3)
+    assert ckpt.load_checkpoint(tmp_path)["counters"]["iteration"] == 2
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

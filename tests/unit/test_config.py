@@ -1,6 +1,7 @@
 """Configuration: presets, overrides, thesis aliases, and one-line errors with exit code 2."""
 
 import pytest
+import torch
 
 from rlperf.cli import build_train_config, main
 from rlperf.config.load import field_docs, load_preset, parse_cpu_list
@@ -22,8 +23,8 @@ def run_cli(capsys, *argv):
             "unknown config key 'ppo.learnin_rate' (did you mean ppo.learning_rate?)",
         ),
         (["--ppo.num-steps", "abc"], "ppo.num_steps must be an integer, got 'abc'"),
-        (["env.num_envs=0"], "env.num_envs must be positive, got 0"),
-        (["ppo.update_epochs=-3"], "ppo.update_epochs must be positive, got -3"),
+        (["env.num_envs=0"], "env.num_envs must be positive and finite, got 0"),
+        (["ppo.update_epochs=-3"], "ppo.update_epochs must be positive and finite, got -3"),
         (["-w", "3"], "env.num_envs (8) must be divisible by runner.num_workers (3)"),
         (["--env", "ALE/Pongg-v5"], "ALE/Pongg-v5"),
         (["--preset", "nope"], "unknown preset 'nope'"),
@@ -39,6 +40,23 @@ def run_cli(capsys, *argv):
         (["--env", "CartPole-v1"], "needs Atari images"),
         (["--model", "6", "env.dim=84"], "designed for 168x168"),
         (["env.clip_rewards=maybe"], "env.clip_rewards must be true or false"),
+        (["--seed", "-1"], "seed must be between 0 and 2**32 - 1"),
+        (["model.hidden_sizes=[-3]"], "model.hidden_sizes must be a non-empty list"),
+        (["ppo.learning_rate=nan"], "ppo.learning_rate must be positive and finite, got nan"),
+        (["ppo.gamma=nan"], "ppo.gamma must be between 0 and 1"),
+        pytest.param(
+            ["runner.learner_device=cuda"],
+            "torch sees no CUDA device",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU"),
+        ),
+        (
+            ["env.num_envs=1", "ppo.num_steps=4", "ppo.num_minibatches=4"],
+            "a minibatch must hold 2 to 4 samples",
+        ),
+        (
+            ["ppo.minibatch_size=128"],
+            "set exactly one of ppo.num_minibatches and ppo.minibatch_size",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
@@ -48,6 +66,13 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
     assert needle in err
     assert "Traceback" not in err + out
     assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_unreadable_preset_file_is_a_clean_error(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    code, _, err = run_cli(capsys, "train", "--preset", str(bad))
+    assert code == 2 and "cannot read" in err and "UTF-8" in err
 
 
 def test_resume_of_a_missing_run_is_a_clean_error(capsys, tmp_path):

@@ -7,9 +7,11 @@ import torch
 from rlperf.algos.returns import gae
 
 
-def gae_reference(rewards, values, dones, next_value, gamma, lam):
-    """A_t = sum_l (gamma*lambda)^l delta_{t+l}, the sum cut at the first episode end."""
+def gae_reference(rewards, values, dones, next_value, gamma, lam, truncation_values=None):
+    """A_t = sum_l (gamma*lambda)^l delta_{t+l}, the sum cut at the first episode end; a
+    truncated end still bootstraps from the value of its final observation."""
     T, N = rewards.shape
+    trunc = np.zeros((T, N)) if truncation_values is None else truncation_values
     values_ext = np.concatenate([values, next_value[None]], axis=0)
     adv = np.zeros((T, N))
     for n in range(N):
@@ -17,7 +19,8 @@ def gae_reference(rewards, values, dones, next_value, gamma, lam):
             total, weight = 0.0, 1.0
             for k in range(t, T):
                 not_done = 1.0 - dones[k, n]
-                delta = rewards[k, n] + gamma * values_ext[k + 1, n] * not_done - values_ext[k, n]
+                future = values_ext[k + 1, n] * not_done + trunc[k, n]
+                delta = rewards[k, n] + gamma * future - values_ext[k, n]
                 total += weight * delta
                 if dones[k, n]:
                     break

@@ -128,3 +128,22 @@ def test_make_env_dispatch():
     assert classic.observation_space.shape == (4,)
     atari.close()
     classic.close()
+
+
+def test_truncated_episode_returns_its_final_observation():
+    from rlperf.config.schema import EnvConfig
+    from rlperf.envs.make import make_vector_env
+
+    envs = make_vector_env(
+        EnvConfig(id="CartPole-v1", num_envs=2, max_episode_steps=3), dim=84, seed=0
+    )
+    first = envs.reset(seed=0).copy()
+    result = None
+    for _ in range(3):
+        result = envs.step(np.zeros(2, dtype=np.int64))
+    assert result.truncations.all() and not result.terminations.any()
+    assert sorted(result.final_obs) == [0, 1]
+    for i in (0, 1):
+        assert not np.array_equal(result.final_obs[i], result.obs[i])  # obs is already the reset
+        assert not np.array_equal(result.final_obs[i], first[i])
+    envs.close()

@@ -91,6 +91,7 @@ class PPO:
         return OptimizerSpec("adam", self.cfg.learning_rate, self.cfg.adam_eps)
 
     def minibatch_size(self, batch_size: int) -> int:
+        """Samples per minibatch: ``minibatch_size`` when set, else an even split."""
         if self.cfg.minibatch_size is not None:
             return min(self.cfg.minibatch_size, batch_size)
         return max(batch_size // (self.cfg.num_minibatches or 1), 1)
@@ -104,7 +105,13 @@ class PPO:
         with torch.no_grad(), step.autocast():
             next_value = self.policy.value(batch.next_obs_N).float()
         advantages_TN, returns_TN = gae(
-            batch.rewards_TN, batch.values_TN, batch.dones_TN, next_value, cfg.gamma, cfg.gae_lambda
+            batch.rewards_TN,
+            batch.values_TN,
+            batch.dones_TN,
+            next_value,
+            cfg.gamma,
+            cfg.gae_lambda,
+            batch.truncation_values_TN,
         )
 
         # ---- flatten time and envs into one batch axis ----

@@ -175,6 +175,14 @@ def _known_keys() -> dict[str, Any]:
     return {key: hint for key, hint, _ in iter_fields()}
 
 
+def get_key(cfg: RunConfig, key: str) -> Any:
+    """The value of dotted ``key`` in ``cfg``."""
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
 def set_key(cfg: RunConfig, key: str, value: Any) -> None:
     """Set dotted ``key`` (e.g. ``ppo.learning_rate``) on ``cfg``; dashes count as underscores."""
     key = key.replace("-", "_")
@@ -227,6 +235,15 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.lstrip("-"), value
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"file {path} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path} as UTF-8 text: {exc}") from None
+
+
 def available_presets() -> list[str]:
     files = resources.files(PRESET_PACKAGE).iterdir()
     return sorted(p.name[:-5] for p in files if p.name.endswith(".yaml"))
@@ -236,7 +253,7 @@ def load_preset(name: str, _depth: int = 0) -> dict[str, Any]:
     """A preset by name (shipped) or path to a YAML file; ``extends: NAME`` builds on another."""
     path = Path(name)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        text = path.read_text()
+        text = _read_text(path)
     else:
         if name not in available_presets():
             raise ConfigError(
@@ -277,9 +294,7 @@ def to_dict(cfg: RunConfig) -> dict[str, Any]:
 def load_config_file(path: Path) -> RunConfig:
     """A RunConfig from a saved config.yaml (e.g. a run directory's), fully validated."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found") from None
+        data = yaml.safe_load(_read_text(path))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     cfg = RunConfig()

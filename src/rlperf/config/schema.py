@@ -64,9 +64,9 @@ class PPOConfig:
     num_steps: int = 128
     """Steps collected per env per iteration (rollout length T); a batch is num_envs x num_steps."""
     num_minibatches: int | None = 4
-    """Minibatches per epoch (CleanRL); set minibatch_size instead to fix their size (RLlib)."""
+    """Minibatches per epoch (CleanRL); or set this to null and minibatch_size instead (RLlib)."""
     minibatch_size: int | None = None
-    """Samples per minibatch (RLlib's sgd_minibatch_size); overrides num_minibatches when set."""
+    """Samples per minibatch (RLlib's sgd_minibatch_size); set exactly one of the two."""
     update_epochs: int = 4
     """Passes over the batch per iteration (RLlib's num_sgd_iter)."""
     learning_rate: float = 2.5e-4

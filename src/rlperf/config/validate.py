@@ -6,6 +6,7 @@ by :mod:`rlperf.registry`, which knows them.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -17,13 +18,11 @@ REWARD_METRICS = ("mean100", "ema")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
 
 
-def _positive(key: str, value: int | float | None, allow_none: bool = True) -> None:
+def _positive(key: str, value: int | float | None) -> None:
     if value is None:
-        if not allow_none:
-            raise ConfigError(f"{key} must be set")
         return
-    if value <= 0:
-        raise ConfigError(f"{key} must be positive, got {value}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{key} must be positive and finite, got {value}")
 
 
 def validate(cfg: RunConfig) -> None:
@@ -63,15 +62,23 @@ def validate(cfg: RunConfig) -> None:
         ("checkpoint.every", cfg.checkpoint.every),
         ("telemetry.warmup_iterations", cfg.telemetry.warmup_iterations),
     ]:
-        if value < 0:
+        if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{key} must be zero or positive, got {value}")
     for key, value in [
         ("ppo.gamma", ppo.gamma),
         ("ppo.gae_lambda", ppo.gae_lambda),
         ("env.repeat_action_probability", env.repeat_action_probability),
     ]:
-        if not 0.0 <= value <= 1.0:
+        if not 0.0 <= value <= 1.0:  # also false for nan
             raise ConfigError(f"{key} must be between 0 and 1, got {value}")
+    if not 0 <= cfg.seed < 2**32:
+        raise ConfigError(f"seed must be between 0 and 2**32 - 1, got {cfg.seed}")
+    if cfg.model.hidden_sizes is not None and (
+        not cfg.model.hidden_sizes or min(cfg.model.hidden_sizes) < 1
+    ):
+        raise ConfigError(
+            f"model.hidden_sizes must be a non-empty list of positive sizes, got {cfg.model.hidden_sizes}"
+        )
     if env.num_envs % runner.num_workers:
         raise ConfigError(
             f"env.num_envs ({env.num_envs}) must be divisible by runner.num_workers ({runner.num_workers})"
@@ -81,9 +88,12 @@ def validate(cfg: RunConfig) -> None:
             "set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)"
         )
     batch = env.num_envs * ppo.num_steps
-    if ppo.num_minibatches is not None and ppo.num_minibatches > batch:
+    minibatch = ppo.minibatch_size or batch // (ppo.num_minibatches or 1)
+    if not 2 <= minibatch <= batch:
+        # One sample has no spread: per-minibatch advantage normalisation would divide by 0.
         raise ConfigError(
-            f"ppo.num_minibatches ({ppo.num_minibatches}) exceeds the batch size num_envs x num_steps = {batch}"
+            f"a minibatch must hold 2 to {batch} samples (num_envs x num_steps), got {minibatch} "
+            "from ppo.num_minibatches / ppo.minibatch_size"
         )
     if runner.precision not in PRECISIONS:
         raise ConfigError(

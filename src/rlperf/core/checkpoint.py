@@ -124,10 +124,13 @@ def save_checkpoint(root: Path, name: str, state: dict[str, Any], keep: int) -> 
     _write_file(tmp / TREE_FILE, json.dumps(meta).encode())
     _fsync_dir(tmp)
     final = root / name
-    if final.exists():  # re-saving the same step (e.g. final save right after a periodic one)
-        shutil.rmtree(final)
+    old = root / f".old-{name}-{os.getpid()}"
+    if final.exists():  # re-saving the same step: move the old copy aside first, so a
+        os.replace(final, old)  # crash in between leaves a complete checkpoint under a name
     os.replace(tmp, final)
     _fsync_dir(root)
+    if old.exists():
+        shutil.rmtree(old)
     atomic_write_text(root / LATEST, name + "\n")
     _prune(root, keep)
     return final
@@ -143,13 +146,13 @@ def list_checkpoints(root: Path) -> list[Path]:
 def _prune(root: Path, keep: int) -> None:
     for old in list_checkpoints(root)[: -max(keep, 1)]:
         shutil.rmtree(old, ignore_errors=True)
-    for tmp in root.glob(".tmp-*"):  # leftovers of writes killed midway
+    for tmp in [*root.glob(".tmp-*"), *root.glob(".old-*")]:  # leftovers of killed writes
         if tmp.is_dir() and not tmp.name.endswith(f"-{os.getpid()}"):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def set_aside_newer(ckpt: Path) -> list[Path]:
-    """Move checkpoints newer than ``ckpt`` (same directory) into ``superseded/``.
+def set_aside_newer(ckpt: Path, aside: Path) -> list[Path]:
+    """Move checkpoints newer than ``ckpt`` (same directory) into the new directory ``aside``.
 
     Resuming from an older checkpoint starts a new line of history; the abandoned later
     checkpoints are kept (never deleted) but moved out of the way so pruning and the
@@ -157,13 +160,9 @@ def set_aside_newer(ckpt: Path) -> list[Path]:
     """
     newer = [p for p in list_checkpoints(ckpt.parent) if p.name > ckpt.name]
     if newer:
-        aside = ckpt.parent / "superseded"
-        aside.mkdir(exist_ok=True)
+        aside.mkdir(parents=True, exist_ok=False)
         for p in newer:
-            target = aside / p.name
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(p, target)
+            os.replace(p, aside / p.name)
         atomic_write_text(ckpt.parent / LATEST, ckpt.name + "\n")
     return newer
 

@@ -50,6 +50,10 @@ class Rollout:
     dones_TN: torch.Tensor
     next_obs_N: torch.Tensor
     """Observation after the last step, for the bootstrap value."""
+    truncation_values_TN: torch.Tensor
+    """Value of the final observation where an episode was cut by a step limit at step t
+    (its ``dones_TN[t]`` is set), 0 elsewhere: the episode did not really end, so the
+    learner adds ``gamma`` times this value to the reward."""
 
     @property
     def num_steps(self) -> int:
@@ -76,6 +80,6 @@ class Progress:
     iteration: int
     """Iterations completed before this update."""
     env_steps: int
-    """Env steps collected so far, this batch included."""
+    """Env steps collected before this batch."""
     fraction_left: float
     """1.0 at the start of the run's budget, 0.0 at its end (used for linear annealing)."""

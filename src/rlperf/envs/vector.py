@@ -1,6 +1,6 @@
 """Synchronous, in-process vector of :class:`SingleEnv` — the interface the runners step.
 
-Subprocess and EnvPool runners implement the same small interface: ``num_envs``,
+Other vector envs (subprocess, EnvPool) are to implement the same small interface: ``num_envs``,
 ``single_observation_space``, ``single_action_space``, ``reset``, ``step``, ``get_state``,
 ``set_state`` and ``close``.
 """
@@ -31,6 +31,9 @@ class VecStep:
     """bool (N,) episode cut by a step limit."""
     episodes: list[EpisodeEnd]
     """True games that ended during this step, with their unclipped returns."""
+    final_obs: dict[int, np.ndarray]
+    """Final observation of each env truncated (not terminated) at this step, by env index:
+    the episode did not really end there, so learners bootstrap from its value."""
 
 
 class SyncVectorEnv:
@@ -38,8 +41,8 @@ class SyncVectorEnv:
 
     Autoreset is SAME-STEP: when env ``i`` terminates or truncates, it is reset inside
     :meth:`step` and ``obs[i]`` is the first observation of its next (pseudo-)episode; the final
-    observation of the finished episode is discarded (PPO with GAE does not need it; a
-    truncation is treated like a termination by the learner).
+    observation of a terminated episode is discarded; that of a truncated one (a step limit,
+    not a real end) is returned in :attr:`VecStep.final_obs` so learners can bootstrap from it.
 
     Observations are written into ONE preallocated ``(N, *obs_shape)`` array of the
     observation space's dtype (``uint8`` for Atari), returned by :meth:`reset`, :meth:`step`
@@ -71,6 +74,7 @@ class SyncVectorEnv:
         terminations = np.zeros(n, dtype=bool)
         truncations = np.zeros(n, dtype=bool)
         episodes: list[EpisodeEnd] = []
+        final_obs: dict[int, np.ndarray] = {}
         # Python ints index the envs' action tables faster than numpy scalars.
         action_list = np.asarray(actions).reshape(n).tolist()
         obs_buffer = self._obs
@@ -82,9 +86,11 @@ class SyncVectorEnv:
             if terminated or truncated:
                 terminations[i] = terminated
                 truncations[i] = truncated
+                if truncated and not terminated:
+                    final_obs[i] = obs.copy()  # env.step returns a buffer reset() overwrites
                 obs = env.reset()
             obs_buffer[i] = obs
-        return VecStep(obs_buffer, rewards, terminations, truncations, episodes)
+        return VecStep(obs_buffer, rewards, terminations, truncations, episodes, final_obs)
 
     def get_state(self) -> list[EnvState]:
         """Exact snapshots of every env, in order."""

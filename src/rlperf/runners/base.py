@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import torch
+
 from rlperf.core.protocols import Algorithm, GradientStep
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
@@ -19,6 +21,8 @@ class Runner(Protocol):
     """The execution architecture behind one training run."""
 
     name: str
+    learner_device: torch.device
+    actor_device: torch.device
 
     def make_gradient_step(self, algo: Algorithm) -> GradientStep:
         """The gradient step the algorithm will learn through (placement, precision)."""

@@ -7,6 +7,7 @@ resume-equivalence test). Acting and learning alternate, so one always waits for
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from typing import Any
@@ -23,6 +24,15 @@ from rlperf.envs.vector import SyncVectorEnv
 from rlperf.telemetry.timers import PhaseTimer
 
 
+def resolve_device(name: str) -> torch.device:
+    """``name`` as a torch.device with an explicit index for CUDA ("cuda" -> "cuda:0"), so
+    that two spellings of one GPU compare equal."""
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 class InProcRunner:
     """Steps a :class:`SyncVectorEnv` and keeps the rollout in preallocated tensors."""
 
@@ -33,8 +43,8 @@ class InProcRunner:
     ) -> None:
         self.cfg = cfg
         self.envs = envs
-        self.learner_device = torch.device(cfg.learner_device)
-        self.actor_device = torch.device(cfg.actor_device)
+        self.learner_device = resolve_device(cfg.learner_device)
+        self.actor_device = resolve_device(cfg.actor_device)
         self.learner = algo.policy.to(self.learner_device)
         if cfg.channels_last:
             # 4-D conv weights become NHWC; oneDNN/cuDNN then keep activations NHWC too.
@@ -63,6 +73,7 @@ class InProcRunner:
         self.values_TN = alloc((T, N), torch.float32)
         self.rewards_TN = alloc((T, N), torch.float32)
         self.dones_TN = alloc((T, N), torch.float32)
+        self.truncation_values_TN = alloc((T, N), torch.float32)
         self.next_obs_N = alloc((N, *space.shape), obs_dtype)
         self.next_obs_N.copy_(torch.from_numpy(envs.reset(seed)))
 
@@ -74,12 +85,20 @@ class InProcRunner:
             precision=self.cfg.precision,
         )
 
+    def _act_precision(self) -> contextlib.AbstractContextManager[object]:
+        # Acting runs at the learner's precision, so the behaviour log-probs match what the
+        # learner recomputes at the same weights (ratios of exactly 1 before the first step).
+        if self.cfg.precision == "bf16":
+            return torch.autocast(device_type=self.actor_device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
         episodes: list[EpisodeEnd] = []
+        self.truncation_values_TN.zero_()
         for t in range(self.obs_TN.shape[0]):
             obs = self.obs_TN[t]
             obs.copy_(self.next_obs_N)
-            with timer.phase("policy_forward"):
+            with timer.phase("policy_forward"), self._act_precision():
                 actions, logprobs, values = self.actor.act(obs)
             self.actions_TN[t] = actions
             self.logprobs_TN[t] = logprobs
@@ -89,6 +108,8 @@ class InProcRunner:
             self.next_obs_N.copy_(torch.from_numpy(result.obs))
             self.rewards_TN[t] = torch.from_numpy(result.rewards)
             self.dones_TN[t] = torch.from_numpy(result.terminations | result.truncations)
+            if result.final_obs:  # rare: a step limit cut an episode
+                self._value_truncated(t, result.final_obs)
             episodes += result.episodes
         rollout = Rollout(
             obs_TN=self.obs_TN,
@@ -98,11 +119,21 @@ class InProcRunner:
             rewards_TN=self.rewards_TN,
             dones_TN=self.dones_TN,
             next_obs_N=self.next_obs_N,
+            truncation_values_TN=self.truncation_values_TN,
         )
         return rollout, episodes
 
+    def _value_truncated(self, t: int, final_obs: dict[int, np.ndarray]) -> None:
+        index = list(final_obs)
+        obs = torch.from_numpy(np.stack([final_obs[i] for i in index])).to(self.actor_device)
+        with torch.no_grad(), self._act_precision():
+            values = self.actor.value(obs).float()
+        self.truncation_values_TN[t, index] = values.to(self.truncation_values_TN.device)
+
     def load(self, batch: Rollout) -> Rollout:
-        return batch.to(self.learner_device, non_blocking=True)
+        # Asynchronous only towards a GPU (from pinned memory); a device-to-host copy must
+        # be complete before the CPU reads it.
+        return batch.to(self.learner_device, non_blocking=self.learner_device.type == "cuda")
 
     def sync_weights(self) -> None:
         if self.actor is not self.learner:
@@ -119,7 +150,7 @@ class InProcRunner:
             envs: list[Any] | None = self.envs.get_state()
         except NotImplementedError:
             envs = None  # an env without exact snapshots: a resume restarts the episodes
-        return {"envs": envs, "next_obs": self.next_obs_N}
+        return {"envs": envs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["envs"] is None:
@@ -129,8 +160,7 @@ class InProcRunner:
                 stacklevel=2,
             )
         else:
-            self.envs.set_state(state["envs"])
-            self.next_obs_N.copy_(state["next_obs"])
+            self.next_obs_N.copy_(torch.from_numpy(self.envs.set_state(state["envs"])))
         self.sync_weights()
 
     def close(self) -> None:

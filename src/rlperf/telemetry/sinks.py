@@ -121,22 +121,39 @@ class TensorBoardSink:
         self._writer.close()
 
 
-def _truncate_lines(path: Path, keep: int) -> None:
-    """Keep the first ``keep`` complete lines of ``path`` (atomically replaced)."""
+def _truncate_lines(path: Path, keep: int, removed_to: Path | None, header_lines: int = 0) -> bool:
+    """Keep the first ``keep`` complete lines of ``path`` (atomically replaced).
+
+    The lines removed (a torn last line included) are appended to ``removed_to/<name>``,
+    after the file's first ``header_lines`` lines, so nothing written is lost. Returns
+    whether anything was removed.
+    """
     if not path.exists():
-        return
+        return False
     data = path.read_bytes()
     lines = data.split(b"\n")
     complete = lines[:-1]  # the last element is b"" or a torn line with no newline
-    kept = complete[:keep]
+    removed = complete[keep:] + ([lines[-1]] if lines[-1] else [])
+    if not removed:
+        return False
+    if removed_to is not None:
+        removed_to.mkdir(parents=True, exist_ok=True)
+        kept_header = complete[:header_lines]
+        (removed_to / path.name).write_bytes(
+            b"".join(line + b"\n" for line in kept_header + removed)
+        )
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(b"".join(line + b"\n" for line in kept))
+    tmp.write_bytes(b"".join(line + b"\n" for line in complete[:keep]))
     os.replace(tmp, path)
+    return True
 
 
-def truncate_records(run_dir: Path, last_iteration: int) -> None:
+def truncate_records(run_dir: Path, last_iteration: int, removed_to: Path | None = None) -> None:
     """Drop rows after ``last_iteration`` (and any torn last line) from metrics.jsonl and
-    progress.csv, so a resumed run continues them without duplicated or broken rows."""
+    progress.csv, so a resumed run continues them without duplicated or broken rows.
+
+    With ``removed_to``, the dropped rows are saved there (resuming from an older checkpoint
+    abandons a line of history, but never deletes what it recorded)."""
     jsonl = run_dir / "metrics.jsonl"
     if jsonl.exists():
         keep = 0
@@ -148,7 +165,7 @@ def truncate_records(run_dir: Path, last_iteration: int) -> None:
             if it > last_iteration:
                 break
             keep += 1
-        _truncate_lines(jsonl, keep)
+        _truncate_lines(jsonl, keep, removed_to)
     progress = run_dir / "progress.csv"
     if progress.exists():
         text = progress.read_text(encoding="utf-8")
@@ -158,4 +175,4 @@ def truncate_records(run_dir: Path, last_iteration: int) -> None:
             if not row or not row[0].isdigit() or int(row[0]) > last_iteration:
                 break
             keep += 1
-        _truncate_lines(progress, keep)
+        _truncate_lines(progress, keep, removed_to, header_lines=1)
