@@ -2,6 +2,7 @@
 
 import csv
 import json
+from datetime import datetime
 
 import pytest
 
@@ -84,7 +85,13 @@ def test_two_iterations_of_pong_write_a_complete_run_directory(runs_root, capsys
         assert phases == pytest.approx(1000 * r["time_this_iter_s"], rel=0.02)
         assert r["sys/cpu_percent"] is not None and "energy/joules" in r
 
+    # iteration times are laps of one clock: they add up to the run's training time, which
+    # fits inside the process's own start-to-end wall time
+    assert sum(r["time_this_iter_s"] for r in records) == pytest.approx(records[-1]["time_total_s"])
     manifest = json.loads((run_dir / "manifest.json").read_text())
+    started = datetime.fromisoformat(manifest["started_utc"])
+    ended = datetime.fromisoformat(manifest["ended_utc"])
+    assert records[-1]["time_total_s"] < (ended - started).total_seconds()
     assert manifest["status"] == "completed" and manifest["stop_reason"] == "iterations"
     assert manifest["cpu"]["isa"] and manifest["versions"]["torch"]
     latest = (run_dir / "checkpoints" / "latest").read_text().strip()

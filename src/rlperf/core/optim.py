@@ -67,10 +67,6 @@ class LocalGradientStep:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    @property
-    def learning_rate(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
-
     def state_dict(self) -> dict[str, Any]:
         return self.optimizer.state_dict()
 
