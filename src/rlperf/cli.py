@@ -83,7 +83,13 @@ def _train_parser() -> _Parser:
     p.add_argument(
         "-m", "--model", help="model name or thesis model number 1..6 (see `rlperf models`)"
     )
-    p.add_argument("--runner", help="execution architecture: inproc")
+    p.add_argument("--runner", help="execution architecture: inproc or subprocess")
+    p.add_argument("--engine", help="what steps the games: gymnasium, envpool or ale-vector")
+    p.add_argument("--num-workers", help="env worker processes of the subprocess runner")
+    p.add_argument(
+        "--envs-per-worker",
+        help="envs per worker: sets env.num_envs to num_workers x this (applied last)",
+    )
     p.add_argument("--seed", help="random seed")
     p.add_argument("--runs-root", help="directory for run directories (default runs)")
     p.add_argument(
@@ -153,7 +159,7 @@ def _gpu_placement(gpu: str, driver_gpus: str | None) -> list[tuple[str, object]
     return [("runner.learner_device", learner), ("runner.actor_device", actor)]
 
 
-FROZEN_ON_RESUME = ("algo", "env.id", "model.")
+FROZEN_ON_RESUME = ("algo", "env.id", "env.engine", "model.")
 
 
 def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespace]:
@@ -165,6 +171,8 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         ("env", "env.id"),
         ("model", "model.name"),
         ("runner", "runner.name"),
+        ("engine", "env.engine"),
+        ("num_workers", "runner.num_workers"),
         ("seed", "seed"),
         ("runs_root", "runs_root"),
         ("workers", "runner.num_workers"),
@@ -194,6 +202,13 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         apply_dict(cfg, load_preset(preset), f"preset {preset}")
     for key, value in explicit:
         set_key(cfg, key, value)
+    if args.envs_per_worker is not None:
+        set_key(
+            cfg,
+            "env.num_envs",
+            get_key(cfg, "runner.num_workers")
+            * _positive_int("--envs-per-worker", args.envs_per_worker),
+        )
     if saved is not None:
         for key, _, _ in iter_fields():
             if (
@@ -205,6 +220,16 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
                     f"{key} cannot change on resume (run has {saved[key]!r}, got {get_key(cfg, key)!r})"
                 )
     return cfg, args
+
+
+def _positive_int(flag: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"{flag} must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise ConfigError(f"{flag} must be a positive integer, got {value}")
+    return value
 
 
 def _same_model(a: object, b: object) -> bool:

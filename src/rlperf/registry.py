@@ -11,25 +11,32 @@ from collections.abc import Callable
 
 import torch
 
+from rlperf.algos.appo import APPO
+from rlperf.algos.impala import IMPALA
 from rlperf.algos.ppo import PPO
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import Algorithm
-from rlperf.envs.make import is_atari, validate_env_id
-from rlperf.envs.vector import SyncVectorEnv
+from rlperf.envs.make import is_atari, make_vector_env, validate_env_id
+from rlperf.envs.vector import VectorEnv
 from rlperf.models.catalog import MODELS, resolve_model_name
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.base import Runner
-from rlperf.runners.compat import check_compatible
-from rlperf.runners.inproc import InProcRunner
+from rlperf.runners.compat import check_compatible, check_engine
+from rlperf.runners.inproc import InProcRunner, SubprocRunner
 
 ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
     "ppo": lambda cfg, policy: PPO(cfg.ppo, policy, seed=cfg.seed),
+    "appo": lambda cfg, policy: APPO(cfg.appo, policy, seed=cfg.seed),
+    "impala": lambda cfg, policy: IMPALA(cfg.impala, policy, seed=cfg.seed),
 }
 
-RUNNERS: dict[str, Callable[[RunConfig, SyncVectorEnv, Algorithm], Runner]] = {
+RUNNERS: dict[str, Callable[[RunConfig, VectorEnv, Algorithm], Runner]] = {
     "inproc": lambda cfg, envs, algo: InProcRunner(cfg.runner, envs, algo, seed=cfg.seed),
+    "subprocess": lambda cfg, envs, algo: SubprocRunner(cfg.runner, envs, algo, seed=cfg.seed),
 }
+
+ENGINES = ("gymnasium", "envpool", "ale-vector")
 
 
 def _check_name(kind: str, name: str, valid: list[str]) -> None:
@@ -77,9 +84,15 @@ def check_names(cfg: RunConfig) -> None:
     check_devices(cfg)
     _check_name("algorithm", cfg.algo, list(ALGORITHMS))
     _check_name("runner", cfg.runner.name, list(RUNNERS))
+    _check_name("engine", cfg.env.engine, list(ENGINES))
+    check_engine(cfg.runner.name, cfg.env.engine)
     cfg.model.name = resolve_model_name(cfg.model.name)
     validate_env_id(cfg.env.id)
     spec = MODELS[cfg.model.name]
+    if cfg.env.engine != "gymnasium" and not is_atari(cfg.env.id):
+        raise ConfigError(
+            f"engine {cfg.env.engine} runs Atari games only; {cfg.env.id} needs engine gymnasium"
+        )
     if is_atari(cfg.env.id) and spec.kind == "mlp":
         raise ConfigError(
             f"model mlp cannot read the image observations of {cfg.env.id}; use nature or thesis-1..6"
@@ -97,5 +110,27 @@ def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
     return algo
 
 
-def make_runner(cfg: RunConfig, envs: SyncVectorEnv, algo: Algorithm) -> Runner:
+def make_envs(cfg: RunConfig, dim: int) -> VectorEnv:
+    """The vector env the runner and engine of ``cfg`` step (C++ engines imported on demand:
+    they are optional dependencies)."""
+    if cfg.runner.name == "subprocess":
+        from rlperf.envs.subproc import make_subproc_vector_env
+
+        return make_subproc_vector_env(cfg.env, dim, cfg.seed, cfg.runner.num_workers)
+    if cfg.env.engine == "envpool":
+        try:
+            from rlperf.envs.envpool_env import EnvPoolVectorEnv
+        except ImportError as exc:
+            raise ConfigError(
+                f"engine envpool needs the envpool package ({exc}); pip install 'rlperf[envpool]'"
+            ) from None
+        return EnvPoolVectorEnv(cfg.env, dim, cfg.seed)
+    if cfg.env.engine == "ale-vector":
+        from rlperf.envs.ale_vector import AleVectorEnv
+
+        return AleVectorEnv(cfg.env, dim, cfg.seed)
+    return make_vector_env(cfg.env, dim, cfg.seed)
+
+
+def make_runner(cfg: RunConfig, envs: VectorEnv, algo: Algorithm) -> Runner:
     return RUNNERS[cfg.runner.name](cfg, envs, algo)

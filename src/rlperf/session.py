@@ -37,7 +37,6 @@ from rlperf.core.errors import CheckpointError, ConfigError
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.types import Progress
-from rlperf.envs.make import make_vector_env
 from rlperf.models.catalog import build_model
 from rlperf.telemetry import system
 from rlperf.telemetry.console import ConsoleView
@@ -142,7 +141,7 @@ class TrainingSession:
         self.retained_memory = cfg.runner.retain_freed_memory and retain_freed_memory()
         seed_everything(cfg.seed)
         dim = registry.resolve_dim(cfg)
-        self.envs = make_vector_env(cfg.env, dim, cfg.seed)
+        self.envs = registry.make_envs(cfg, dim)
         obs_shape = tuple(self.envs.single_observation_space.shape)
         policy = build_model(cfg.model, obs_shape, int(self.envs.single_action_space.n))
         self.algo = registry.make_algorithm(cfg, policy)

@@ -17,6 +17,8 @@ class EnvConfig:
 
     id: str = "ALE/Pong-v5"
     """Gymnasium environment id (Atari games as ALE/<Game>-v5; any registered id such as CartPole-v1)."""
+    engine: str = "gymnasium"
+    """What steps the games: gymnasium (rlperf's own preprocessing, exact snapshots), envpool or ale-vector (C++ thread pools, Atari only)."""
     num_envs: int = 8
     """Number of environment copies stepped together (the batch of the acting forward pass)."""
     dim: int | None = None
@@ -102,13 +104,83 @@ class PPOConfig:
 
 
 @dataclass
+class IMPALAConfig:
+    """IMPALA hyperparameters: V-trace actor-critic (Espeholt et al. 2018); defaults after the paper's Atari runs."""
+
+    num_steps: int = 20
+    """Steps per env per unroll (the paper's Atari unroll length); a batch is num_envs x num_steps."""
+    num_minibatches: int = 1
+    """Gradient steps per batch, each on a slice of whole env trajectories (1 = the paper's one step per batch)."""
+    learning_rate: float = 6e-4
+    """Learning rate (the paper's Atari value)."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run's step budget (as the paper does)."""
+    optimizer: str = "rmsprop"
+    """Optimizer: rmsprop (the paper's) or adam (RLlib's default for IMPALA)."""
+    rmsprop_alpha: float = 0.99
+    """RMSprop smoothing constant of the squared-gradient average (the paper's decay 0.99)."""
+    eps: float = 1e-5
+    """Optimizer epsilon; torch adds it outside the square root, to a mean (not summed) loss's gradients."""
+    gamma: float = 0.99
+    """Discount factor."""
+    rho_bar: float = 1.0
+    """V-trace truncation of the importance weights rho (rho_bar); sets the policy whose value is learned."""
+    c_bar: float = 1.0
+    """V-trace truncation of the trace coefficients c (c_bar, at most rho_bar); trades contraction speed for variance."""
+    vf_coef: float = 0.5
+    """Value loss coefficient (the paper's baseline loss scaling)."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient (the paper's Atari entropy cost)."""
+    max_grad_norm: float | None = 0.5
+    """Clip the global gradient norm to this value; unset = no clipping (the paper's 40 is on a summed loss)."""
+    max_policy_lag: int = 4
+    """Learner updates by which the behaviour policy may trail the learner (V-trace corrects the lag)."""
+
+
+@dataclass
+class APPOConfig:
+    """Asynchronous PPO (RLlib's APPO): PPO's clipped surrogate on V-trace advantages and value targets."""
+
+    num_steps: int = 128
+    """Steps collected per env per iteration (rollout length T); a batch is num_envs x num_steps."""
+    num_minibatches: int = 4
+    """Minibatches per epoch."""
+    update_epochs: int = 4
+    """Passes over the batch per iteration (RLlib's num_sgd_iter)."""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run's step budget."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    gamma: float = 0.99
+    """Discount factor."""
+    clip_coef: float = 0.1
+    """Surrogate clipping coefficient epsilon (RLlib's clip_param), around the policy at the start of the iteration."""
+    rho_bar: float = 1.0
+    """V-trace truncation of the importance weights rho (RLlib's vtrace_clip_rho_threshold)."""
+    c_bar: float = 1.0
+    """V-trace truncation of the trace coefficients c (at most rho_bar)."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    max_grad_norm: float | None = 0.5
+    """Clip the global gradient norm to this value; unset = no clipping."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    max_policy_lag: int = 2
+    """Learner updates by which the behaviour policy may trail the learner (V-trace corrects the lag)."""
+
+
+@dataclass
 class RunnerConfig:
     """Who steps the envs, where the networks live, and which CPU resources are used."""
 
     name: str = "inproc"
-    """Execution architecture: inproc (envs and learner in one process)."""
+    """Execution architecture: inproc (envs and learner in one process) or subprocess (envs in worker processes, shared memory)."""
     num_workers: int = 1
-    """Rollout workers; num_envs must divide evenly among them (inproc steps all of them in one process)."""
+    """Env worker processes of the subprocess runner; num_envs must divide evenly among them (inproc: no effect)."""
     learner_device: str = "cpu"
     """Device of the learner's network: cpu, cuda, cuda:N."""
     actor_device: str = "cpu"
@@ -172,7 +244,7 @@ class RunConfig:
     """A complete training run."""
 
     algo: str = "ppo"
-    """Learning algorithm: ppo."""
+    """Learning algorithm: ppo, appo or impala."""
     seed: int = 1
     """Seed of every random generator (envs get seed + index)."""
     runs_root: str = "runs"
@@ -182,6 +254,8 @@ class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    impala: IMPALAConfig = field(default_factory=IMPALAConfig)
+    appo: APPOConfig = field(default_factory=APPOConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     stop: StopConfig = field(default_factory=StopConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

@@ -83,6 +83,7 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"env.num_envs ({env.num_envs}) must be divisible by runner.num_workers ({runner.num_workers})"
         )
+    _validate_vtrace_algos(cfg)
     if (ppo.num_minibatches is None) == (ppo.minibatch_size is None):
         raise ConfigError(
             "set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)"
@@ -126,4 +127,50 @@ def validate(cfg: RunConfig) -> None:
     ):
         raise ConfigError(
             "no stop criterion: set stop.total_timesteps, stop.iterations, stop.wall_time_s or stop.target_reward"
+        )
+
+
+def _validate_vtrace_algos(cfg: RunConfig) -> None:
+    impala, appo = cfg.impala, cfg.appo
+    for key, value in [
+        ("impala.num_steps", impala.num_steps),
+        ("impala.num_minibatches", impala.num_minibatches),
+        ("impala.learning_rate", impala.learning_rate),
+        ("impala.eps", impala.eps),
+        ("impala.rho_bar", impala.rho_bar),
+        ("impala.c_bar", impala.c_bar),
+        ("impala.max_grad_norm", impala.max_grad_norm),
+        ("appo.num_steps", appo.num_steps),
+        ("appo.num_minibatches", appo.num_minibatches),
+        ("appo.update_epochs", appo.update_epochs),
+        ("appo.learning_rate", appo.learning_rate),
+        ("appo.clip_coef", appo.clip_coef),
+        ("appo.rho_bar", appo.rho_bar),
+        ("appo.c_bar", appo.c_bar),
+        ("appo.max_grad_norm", appo.max_grad_norm),
+    ]:
+        _positive(key, value)
+    for key, value in [
+        ("impala.gamma", impala.gamma),
+        ("appo.gamma", appo.gamma),
+        ("impala.rmsprop_alpha", impala.rmsprop_alpha),
+    ]:
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{key} must be between 0 and 1, got {value}")
+    for key, value in [
+        ("impala.max_policy_lag", impala.max_policy_lag),
+        ("appo.max_policy_lag", appo.max_policy_lag),
+    ]:
+        if value < 0:
+            raise ConfigError(f"{key} must be zero or positive, got {value}")
+    if impala.optimizer not in ("rmsprop", "adam"):
+        raise ConfigError(f"impala.optimizer must be rmsprop or adam, got {impala.optimizer!r}")
+    if cfg.algo == "impala" and impala.num_minibatches > cfg.env.num_envs:
+        raise ConfigError(
+            f"impala.num_minibatches ({impala.num_minibatches}) exceeds env.num_envs ({cfg.env.num_envs}): "
+            "IMPALA minibatches are slices of whole env trajectories"
+        )
+    if cfg.algo == "appo" and cfg.env.num_envs * appo.num_steps // appo.num_minibatches < 2:
+        raise ConfigError(
+            "an APPO minibatch must hold at least 2 samples (num_envs x num_steps / num_minibatches)"
         )

@@ -21,7 +21,10 @@ def build_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torc
         # foreach kernels: one fused pass over all parameters instead of one per tensor.
         return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
     if spec.name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
+        extra = {} if spec.alpha is None else {"alpha": spec.alpha}
+        return torch.optim.RMSprop(
+            params, lr=spec.learning_rate, eps=spec.eps, foreach=True, **extra
+        )
     raise ValueError(f"unknown optimizer {spec.name!r}; valid: adam, rmsprop")
 
 

@@ -26,6 +26,8 @@ class OptimizerSpec:
     """adam or rmsprop."""
     learning_rate: float
     eps: float = 1e-8
+    alpha: float | None = None
+    """RMSprop smoothing constant of the squared-gradient average; unset = torch's default (0.99)."""
 
 
 class GradientStep(Protocol):

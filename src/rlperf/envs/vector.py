@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import gymnasium
 import numpy as np
@@ -34,6 +35,24 @@ class VecStep:
     final_obs: dict[int, np.ndarray]
     """Final observation of each env truncated (not terminated) at this step, by env index:
     the episode did not really end there, so learners bootstrap from its value."""
+
+
+class VectorEnv(Protocol):
+    """What runners step: :class:`SyncVectorEnv`, ``SubprocVectorEnv``, the C++ engines."""
+
+    num_envs: int
+    single_observation_space: gymnasium.spaces.Box
+    single_action_space: gymnasium.spaces.Discrete
+
+    def reset(self, seed: int) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> VecStep: ...
+
+    def get_state(self) -> list[EnvState]: ...
+
+    def set_state(self, states: Sequence[EnvState]) -> np.ndarray: ...
+
+    def close(self) -> None: ...
 
 
 class SyncVectorEnv:

@@ -8,7 +8,24 @@ from rlperf.core.types import DataSpec
 # runner -> (data kinds it produces, the policy lag it introduces)
 RUNNER_CAPABILITIES: dict[str, tuple[frozenset[str], int]] = {
     "inproc": (frozenset({"rollout"}), 0),
+    "subprocess": (frozenset({"rollout"}), 0),
 }
+
+# runner -> engines it can drive. The C++ engines run their own thread pools in the calling
+# process; putting them behind worker processes would only add copies.
+RUNNER_ENGINES: dict[str, frozenset[str]] = {
+    "inproc": frozenset({"gymnasium", "envpool", "ale-vector"}),
+    "subprocess": frozenset({"gymnasium"}),
+}
+
+
+def check_engine(runner: str, engine: str) -> None:
+    """Raise ConfigError when ``runner`` cannot drive env ``engine``."""
+    if engine not in RUNNER_ENGINES[runner]:
+        raise ConfigError(
+            f"runner {runner} cannot drive engine {engine}: {engine} steps its envs in its own "
+            f"threads; use --runner inproc (engines for {runner}: {', '.join(sorted(RUNNER_ENGINES[runner]))})"
+        )
 
 
 def check_compatible(algo: str, runner: str, spec: DataSpec) -> None:

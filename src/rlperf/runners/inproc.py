@@ -20,7 +20,7 @@ from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
-from rlperf.envs.vector import SyncVectorEnv
+from rlperf.envs.vector import VectorEnv
 from rlperf.telemetry.timers import PhaseTimer
 
 
@@ -34,13 +34,16 @@ def resolve_device(name: str) -> torch.device:
 
 
 class InProcRunner:
-    """Steps a :class:`SyncVectorEnv` and keeps the rollout in preallocated tensors."""
+    """Steps a vector env and learns in turns, keeping the rollout in preallocated tensors.
+
+    The vector env may step its games in this process (SyncVectorEnv), in a C++ thread pool
+    (EnvPool, ALE's vector env) or in worker processes (:class:`SubprocRunner`); acting and
+    learning always happen here, one after the other.
+    """
 
     name = "inproc"
 
-    def __init__(
-        self, cfg: RunnerConfig, envs: SyncVectorEnv, algo: Algorithm, *, seed: int
-    ) -> None:
+    def __init__(self, cfg: RunnerConfig, envs: VectorEnv, algo: Algorithm, *, seed: int) -> None:
         self.cfg = cfg
         self.envs = envs
         self.learner_device = resolve_device(cfg.learner_device)
@@ -165,3 +168,13 @@ class InProcRunner:
 
     def close(self) -> None:
         self.envs.close()
+
+
+class SubprocRunner(InProcRunner):
+    """The synchronous runner over envs stepped in worker processes (``SubprocVectorEnv``).
+
+    Observations land in shared memory that the rollout copies once; the workers emulate
+    while this process waits, so it pays off when env stepping, not learning, dominates.
+    """
+
+    name = "subprocess"
