@@ -8,6 +8,7 @@ so the whole file runs in seconds.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from rlperf.envs.make import make_vector_env
 
 pytest.importorskip("ale_py")
 
-VectorEnv = object  # EnvPoolVectorEnv | AleVectorEnv; both duck-type SyncVectorEnv
+VectorEnv = Any  # EnvPoolVectorEnv | AleVectorEnv: both have SyncVectorEnv's interface
 
 
 def _envpool_cls() -> type:
@@ -197,7 +198,8 @@ def test_snapshots_raise_and_close_is_idempotent(engine: str) -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_frames_match_atari_env_bit_for_bit(engine: str) -> None:
+@pytest.mark.parametrize("grayscale", [True, False])
+def test_frames_match_atari_env_bit_for_bit(engine: str, grayscale: bool) -> None:
     """With deterministic starts (a fixed no-op count, no FIRE) and no episodic life, the
     engines emulate, max-pool, resize and stack exactly like AtariEnv. EnvPool always draws
     at least one no-op (so 1 on both sides); ALE can draw none but zero-fills the older
@@ -206,7 +208,10 @@ def test_frames_match_atari_env_bit_for_bit(engine: str) -> None:
     from rlperf.envs.vector import SyncVectorEnv
 
     noops = 1 if engine == "envpool" else 0
-    cfg = EnvConfig(id="ALE/Breakout-v5", num_envs=1, noop_max=noops, fire_reset=False)
+    cfg = EnvConfig(
+        id="ALE/Breakout-v5", num_envs=1, noop_max=noops, fire_reset=False, grayscale=grayscale
+    )
+    channels = 1 if grayscale else 3
     ref = SyncVectorEnv([AtariEnv(cfg, 84, 0, training=False)])
     vec = make(engine, cfg, training=False)
     ref.reset(0)
@@ -221,7 +226,7 @@ def test_frames_match_atari_env_bit_for_bit(engine: str) -> None:
         assert got.episodes == expected.episodes, f"step {t}"
         fresh = 1 if expected.episodes else min(fresh + 1, 4)
         games += len(expected.episodes)
-        shown = 4 if engine == "envpool" else fresh
+        shown = channels * (4 if engine == "envpool" else fresh)
         assert np.array_equal(got.obs[:, -shown:], expected.obs[:, -shown:]), f"step {t}"
     assert games >= 1  # the comparison went through a game over and the next start
     vec.close()

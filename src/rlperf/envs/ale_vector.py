@@ -170,7 +170,13 @@ class AleVectorEnv:
         C++ worker threads (default: one per usable core, at most ``num_envs``), and
         ``training=False`` turns episodic life and reward clipping off (evaluation).
         """
-        from ale_py.vector_env import AtariVectorEnv
+        try:
+            from ale_py.vector_env import AtariVectorEnv
+        except ImportError as exc:
+            raise ImportError(
+                "AleVectorEnv needs ale-py's vector env (ale-py >= 0.11; tested with 0.12.1): "
+                "pip install -U 'ale-py>=0.12'"
+            ) from exc
 
         validate_vector_config(cfg, dim)
         self.env_id = cfg.id

@@ -23,7 +23,8 @@ step counter and the true return carry on. True game returns are summed here fro
 ``info["terminated"]`` (ALE's game over) is set or the step limit hits.
 
 Knob mapping and semantic differences from :class:`~rlperf.envs.atari.AtariEnv` are tabulated
-in ``docs/engines.md``.
+in ``docs/engines.md``. Importing this module requires ``envpool`` (an optional dependency:
+``pip install 'rlperf[envpool]'``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ from rlperf.envs.ale_vector import (
 )
 from rlperf.envs.base import EnvState, EpisodeEnd
 from rlperf.envs.vector import VecStep
+
+try:
+    import envpool
+except ImportError as exc:  # an optional dependency; the registry reports this as a ConfigError
+    raise ImportError(
+        "the EnvPool engine needs envpool (tested with 1.2.5): pip install 'rlperf[envpool]'"
+    ) from exc
 
 _ENGINE = "EnvPool"
 
@@ -89,8 +97,6 @@ def envpool_options(cfg: EnvConfig, dim: int, training: bool) -> dict[str, Any]:
 def envpool_task_id(env_id: str) -> str:
     """EnvPool's id (``Pong-v5``) for a gymnasium Atari id (``ALE/Pong-v5``,
     ``PongNoFrameskip-v4``); the version does not matter since every knob is set explicitly."""
-    import envpool
-
     task = camel_game_name(atari_rom_name(env_id)) + "-v5"
     if task not in envpool.list_all_envs():
         raise ConfigError(f"EnvPool has no Atari game for {env_id!r} (looked for {task!r})")
@@ -130,8 +136,6 @@ class _EnvPoolBase:
     def _build(self, seed: int) -> None:
         """(Re)create the pool with env ``i`` seeded ``seed + i``: EnvPool fixes seeds at
         construction (its ``reset(seed=...)`` is ignored), so reseeding means rebuilding."""
-        import envpool
-
         if self._pool is not None:
             self._pool.close()
         self._pool = envpool.make(
