@@ -64,3 +64,27 @@ def test_resumed_run_ends_with_identical_parameters(runs_root, env_args):
     assert rows[-1]["episode_reward_mean"] == straight_rows[-1]["episode_reward_mean"]
     csv_lines = (runs_root / "split" / "progress.csv").read_text().splitlines()
     assert len(csv_lines) == 6 and csv_lines.count(csv_lines[0]) == 1  # one header, five rows
+
+
+def test_inproc_and_subprocess_runners_learn_identically(runs_root):
+    """The same seed gives the same batches whichever runner steps the envs, so the same weights."""
+    common = [
+        "--preset",
+        "cartpole",
+        *COMMON,
+        "--runs-root",
+        str(runs_root),
+        "-i",
+        "3",
+        "--num-workers",
+        "2",
+    ]
+    for runner in ("inproc", "subprocess"):
+        result = rlperf_subprocess("train", *common, "--runner", runner, "-s", runner)
+        assert result.returncode == 0, result.stderr
+    a, b = _weights(runs_root / "inproc"), _weights(runs_root / "subprocess")
+    assert a.keys() == b.keys() and a
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    rows_a, rows_b = read_metrics(runs_root / "inproc"), read_metrics(runs_root / "subprocess")
+    assert [r["episode_reward_mean"] for r in rows_a] == [r["episode_reward_mean"] for r in rows_b]
