@@ -56,7 +56,7 @@ THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim):
                        goes on a GPU when any is visible, actors take what the learner leaves
   -d/--driver-gpus X   GPUs for the learner (RLlib's driver); with X < visible GPUs the actors get
                        a GPU too, with X = 0 the learner stays on the CPU
-  -w/--workers N       runner.num_workers
+  -w/--workers N       runner.num_workers (worker processes of --runner subprocess)
   -s/--save-name NAME  the run directory becomes RUNS_ROOT/NAME
   -i/--iters N         stop.iterations (a total: a resumed run counts the iterations already done)
   -c/--cpus N          runner.torch_threads

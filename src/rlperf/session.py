@@ -299,6 +299,11 @@ class TrainingSession:
                 "actor_device": self.cfg.runner.actor_device,
                 "torch_threads": torch.get_num_threads(),
                 "cpu_affinity": sorted(os.sched_getaffinity(0)),
+                "runner": self.cfg.runner.name,
+                "engine": self.cfg.env.engine,
+                "num_workers": self.cfg.runner.num_workers
+                if self.cfg.runner.name == "subprocess"
+                else None,
                 "precision": self.cfg.runner.precision,
                 "channels_last": self.cfg.runner.channels_last,
                 "retain_freed_memory": self.retained_memory,

@@ -32,26 +32,25 @@ a dead worker wakes the wait) and one that hangs after ``step_timeout_s``. After
 error the vector env refuses further use, and :meth:`SubprocVectorEnv.close` (or, failing
 that, garbage collection or interpreter exit, through ``weakref.finalize``) still stops
 every worker and unlinks the shared memory.
+
+Layout. This module is the parent side (:class:`SubprocVectorEnv`, its clean-up and
+:func:`make_subproc_vector_env`); the code that runs inside a worker, and the pipe protocol,
+are in :mod:`rlperf.envs.subproc_worker`; the shared-memory layout and segment helpers are in
+:mod:`rlperf.envs.subproc_shm`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import mmap
 import multiprocessing
 import multiprocessing.connection
-import os
 import pickle
-import secrets
 import select
 import signal
-import struct
-import sys
 import threading
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing import shared_memory
@@ -65,36 +64,14 @@ from rlperf.config.schema import EnvConfig
 from rlperf.core.errors import ConfigError
 from rlperf.envs.base import EnvState, EpisodeEnd, SingleEnv
 from rlperf.envs.make import make_env, validate_env_id
+from rlperf.envs.subproc_shm import create_segment, map_views, region_layout
+from rlperf.envs.subproc_worker import EPISODE, STEP, TAG_ERROR, TAG_OK, TAG_STEPPED, worker_main
 from rlperf.envs.vector import VecStep
 
 __all__ = ["EnvWorkerError", "SubprocVectorEnv", "make_subproc_vector_env"]
 
-# ---------------------------------------------------------------------------- protocol
-# Parent -> worker: _STEP, or a pickled (command, argument) tuple (pickles start with 0x80,
-# so they can never be mistaken for _STEP).
-_STEP = b"s"
-# Worker -> parent: a tag byte, then the payload.
-_TAG_STEPPED = ord("k")  # step done; payload: _EPISODE records of the games that ended
-_TAG_OK = ord("o")  # request done; payload: pickled result, or nothing for None
-_TAG_ERROR = ord("e")  # an env raised; payload: pickled dict, see _error_reply()
-_EPISODE = struct.Struct("<qdq")  # env index, true game return, true game length
-
-_ALIGN = 64  # cache-line alignment of the regions inside the segment
 _STARTUP_TIMEOUT_S = 120.0  # imports + env construction on a loaded machine
 _JOIN_TIMEOUT_S = 5.0  # how long close() lets workers exit by themselves
-
-# Each worker is ONE of the W parallel streams: a thread pool inside it would only compete
-# with the other workers (and the learner) for the same cores. Set in the worker before the
-# env factories are unpickled, i.e. before they import OpenCV / torch / OpenMP runtimes
-# (rlperf.envs.make imports no torch). numpy's OpenBLAS pool is already created by then (this
-# module imports numpy), but it only sleeps: envs do no BLAS work. Setting these in the
-# parent's environment around start() instead would race with other threads reading it.
-_CHILD_THREAD_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OPENCV_FOR_THREADS_NUM": "1",
-}
 
 
 class EnvWorkerError(RuntimeError):
@@ -141,229 +118,6 @@ class EnvWorkerError(RuntimeError):
             "worker_traceback": self.worker_traceback,
         }
         return (functools.partial(EnvWorkerError, **kwargs), (str(self),))
-
-
-# ---------------------------------------------------------------------------- shared memory
-
-
-def _region_layout(
-    num_envs: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype
-) -> tuple[dict[str, tuple[int, tuple[int, ...], str]], int]:
-    """Offsets, shapes and dtypes of every array in the segment, and the segment's size."""
-    regions: list[tuple[str, tuple[int, ...], np.dtype]] = [
-        ("obs", (num_envs, *obs_shape), obs_dtype),
-        ("final_obs", (num_envs, *obs_shape), obs_dtype),
-        ("final_flags", (num_envs,), np.dtype(bool)),
-        ("actions", (num_envs,), np.dtype(np.int64)),
-        ("rewards", (num_envs,), np.dtype(np.float32)),
-        ("terminations", (num_envs,), np.dtype(bool)),
-        ("truncations", (num_envs,), np.dtype(bool)),
-    ]
-    layout: dict[str, tuple[int, tuple[int, ...], str]] = {}
-    offset = 0
-    for name, shape, dtype in regions:
-        offset = -(-offset // _ALIGN) * _ALIGN
-        layout[name] = (offset, shape, dtype.str)
-        offset += math.prod(shape) * dtype.itemsize
-    return layout, max(offset, 1)
-
-
-def _map_views(
-    buffer: mmap.mmap, layout: dict[str, tuple[int, tuple[int, ...], str]]
-) -> dict[str, np.ndarray]:
-    """numpy views of every region of a mapped segment.
-
-    ``np.frombuffer`` (unlike ``np.ndarray(buffer=...)``) keeps a buffer export on the mmap,
-    so the mapping cannot be closed under a live view: a view is never left dangling.
-    """
-    return {
-        name: np.frombuffer(
-            buffer, dtype=np.dtype(dtype), count=math.prod(shape), offset=offset
-        ).reshape(shape)
-        for name, (offset, shape, dtype) in layout.items()
-    }
-
-
-def _open_segment(name: str, size: int | None) -> tuple[shared_memory.SharedMemory, mmap.mmap]:
-    """Create (``size`` given) or attach a segment, mapped through our OWN mmap.
-
-    ``SharedMemory.close()`` refuses to run while numpy arrays still use its buffer, and
-    callers may legitimately keep the last observation batch after ``close()``. Mapping the
-    segment a second time and closing the ``SharedMemory`` object right away avoids that: our
-    mapping is released when its last view dies, while the name is unlinked on ``close()``
-    regardless (so ``/dev/shm`` never keeps it).
-    """
-    shm = shared_memory.SharedMemory(name=name, create=size is not None, size=size or 0)
-    try:
-        # _fd is the descriptor SharedMemory keeps open on POSIX; mmap() dups it.
-        mapping = mmap.mmap(shm._fd, size if size is not None else shm.size)
-    except BaseException:
-        shm.close()
-        if size is not None:
-            shm.unlink()
-        raise
-    shm.close()
-    return shm, mapping
-
-
-def _create_segment(size: int) -> tuple[shared_memory.SharedMemory, mmap.mmap]:
-    """A new segment whose name says who made it (rlperf_<pid>_<random>), for leak hunts."""
-    for _ in range(100):
-        name = f"rlperf_{os.getpid()}_{secrets.token_hex(4)}"
-        try:
-            return _open_segment(name, size)
-        except FileExistsError:
-            continue
-    raise RuntimeError("could not find a free shared-memory name")
-
-
-# ---------------------------------------------------------------------------- worker side
-
-
-def _error_reply(exc: BaseException, env_index: int | None) -> bytes:
-    """Tagged error message: env index, type, message, traceback text, pickled exception."""
-    try:
-        pickled: bytes | None = pickle.dumps(exc)
-    except Exception:  # unpicklable exceptions still report type, message and traceback
-        pickled = None
-    info = {
-        "env_index": env_index,
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "type_name": type(exc).__qualname__,
-        "message": str(exc),
-        "traceback": traceback.format_exc(),
-        "exception": pickled,
-    }
-    return bytes([_TAG_ERROR]) + pickle.dumps(info)
-
-
-def _ok_reply(result: Any = None) -> bytes:
-    return bytes([_TAG_OK]) if result is None else bytes([_TAG_OK]) + pickle.dumps(result)
-
-
-def _limit_loaded_thread_pools() -> None:
-    """Cap the pools of libraries the envs imported whose env-variable setting may be ignored."""
-    cv2 = sys.modules.get("cv2")
-    if cv2 is not None:
-        with contextlib.suppress(Exception):
-            cv2.setNumThreads(1)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        with contextlib.suppress(Exception):
-            torch.set_num_threads(1)
-
-
-def _worker_main(
-    worker_index: int,
-    first_env: int,
-    env_fns_pickle: bytes,
-    conn: multiprocessing.connection.Connection,
-) -> None:
-    """Entry point of a worker process: build its envs, then serve requests until close/EOF."""
-    # Ctrl-C goes to the whole process group; the parent handles it and closes us.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ.update(_CHILD_THREAD_ENV)
-    envs: list[SingleEnv] = []
-    try:
-        current: int | None = None
-        try:
-            env_fns = pickle.loads(env_fns_pickle)
-            for j, env_fn in enumerate(env_fns):
-                current = first_env + j
-                envs.append(env_fn())
-        except Exception as exc:
-            conn.send_bytes(_error_reply(exc, current))
-            return
-        _limit_loaded_thread_pools()
-        conn.send_bytes(_ok_reply([(env.observation_space, env.action_space) for env in envs]))
-        command, argument = pickle.loads(conn.recv_bytes())
-        if command != "attach":
-            return  # "close" before the segment existed (the parent gave up)
-        segment_name, layout = argument
-        _, mapping = _open_segment(segment_name, None)
-        views = _map_views(mapping, layout)
-        conn.send_bytes(_ok_reply())
-        _serve(envs, first_env, views, conn)
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass  # the parent is gone (or closed our pipe): nothing left to serve
-    finally:
-        for env in envs:
-            with contextlib.suppress(Exception):
-                env.close()
-
-
-def _serve(
-    envs: list[SingleEnv],
-    first_env: int,
-    views: dict[str, np.ndarray],
-    conn: multiprocessing.connection.Connection,
-) -> None:
-    """The request loop; returns on "close" (EOF raises EOFError to the caller)."""
-    k = len(envs)
-    stop = first_env + k
-    obs = views["obs"][first_env:stop]
-    final_obs = views["final_obs"][first_env:stop]
-    final_flags = views["final_flags"][first_env:stop]
-    actions = views["actions"][first_env:stop]
-    rewards = views["rewards"][first_env:stop]
-    terminations = views["terminations"][first_env:stop]
-    truncations = views["truncations"][first_env:stop]
-    recv, send = conn.recv_bytes, conn.send_bytes
-    stepped_tag = bytes([_TAG_STEPPED])
-    pack_end = _EPISODE.pack
-    while True:
-        message = recv()
-        if message == _STEP:
-            j = 0
-            try:
-                ends: list[bytes] = []
-                # Python ints index the envs' action tables faster than numpy scalars.
-                action_list = actions.tolist()
-                for j in range(k):
-                    env = envs[j]
-                    ob, reward, terminated, truncated, game_end = env.step(action_list[j])
-                    rewards[j] = reward
-                    terminations[j] = terminated
-                    truncations[j] = truncated
-                    if game_end is not None:
-                        ends.append(pack_end(first_env + j, game_end[0], game_end[1]))
-                    cut = truncated and not terminated
-                    final_flags[j] = cut
-                    if terminated or truncated:
-                        if cut:
-                            final_obs[j] = ob  # env.step returns a buffer reset() overwrites
-                        ob = env.reset()
-                    obs[j] = ob
-            except Exception as exc:
-                send(_error_reply(exc, first_env + j))
-                continue
-            send(stepped_tag + b"".join(ends))
-            continue
-
-        command, argument = pickle.loads(message)
-        if command == "close":
-            return
-        j = 0
-        try:
-            if command == "reset":
-                for j in range(k):
-                    obs[j] = envs[j].reset(seed=argument + first_env + j)
-                reply = _ok_reply()
-            elif command == "get_state":
-                states = []
-                for j in range(k):
-                    states.append(envs[j].get_state())
-                reply = _ok_reply(states)
-            elif command == "set_state":
-                for j in range(k):
-                    envs[j].set_state(argument[j])
-                    obs[j] = argument[j]["obs"]
-                reply = _ok_reply()
-            else:
-                raise ValueError(f"unknown worker command {command!r}")
-        except Exception as exc:
-            reply = _error_reply(exc, first_env + j)
-        send(reply)
 
 
 # ---------------------------------------------------------------------------- parent side
@@ -554,7 +308,7 @@ class SubprocVectorEnv:
                 parent_conn, child_conn = context.Pipe(duplex=True)
                 resources.conns.append(parent_conn)
                 process = context.Process(
-                    target=_worker_main,
+                    target=worker_main,
                     args=(w, w * k, payload, child_conn),
                     name=f"rlperf-env-worker-{w}",
                     daemon=True,
@@ -583,9 +337,9 @@ class SubprocVectorEnv:
         self.single_observation_space: gymnasium.spaces.Box = obs_space
         self.single_action_space: gymnasium.spaces.Discrete = act_space
 
-        layout, size = _region_layout(self.num_envs, obs_space.shape, np.dtype(obs_space.dtype))
-        resources.segment, resources.mapping = _create_segment(size)
-        views = _map_views(resources.mapping, layout)
+        layout, size = region_layout(self.num_envs, obs_space.shape, np.dtype(obs_space.dtype))
+        resources.segment, resources.mapping = create_segment(size)
+        views = map_views(resources.mapping, layout)
         self._obs = views["obs"]
         self._final_obs = views["final_obs"]
         self._final_flags = views["final_flags"]
@@ -630,14 +384,14 @@ class SubprocVectorEnv:
         error: EnvWorkerError | None = None
         try:
             for w in range(self.num_workers):
-                self._send(w, _STEP, "step")
+                self._send(w, STEP, "step")
             for w in range(self.num_workers):
                 reply = self._receive(w, self._step_timeout_s, "step")
-                if reply[0] == _TAG_STEPPED:
+                if reply[0] == TAG_STEPPED:
                     if len(reply) > 1:
                         episodes += [
                             EpisodeEnd(i, ret, length)
-                            for i, ret, length in _EPISODE.iter_unpack(memoryview(reply)[1:])
+                            for i, ret, length in EPISODE.iter_unpack(memoryview(reply)[1:])
                         ]
                 elif error is None:
                     # Keep reading the other workers' replies so none is left in a pipe.
@@ -721,7 +475,7 @@ class SubprocVectorEnv:
                 self._send(w, requests[w], what)
             for w in range(self.num_workers):
                 reply = self._receive(w, self._step_timeout_s, what)
-                if reply[0] == _TAG_ERROR:
+                if reply[0] == TAG_ERROR:
                     if error is None:
                         error = self._reply_error(w, reply, what)
                     continue
@@ -779,9 +533,9 @@ class SubprocVectorEnv:
 
     def _result(self, w: int, reply: bytes, what: str) -> Any:
         """The payload of an OK reply; raises the EnvWorkerError of an error reply."""
-        if reply[0] == _TAG_OK:
+        if reply[0] == TAG_OK:
             return pickle.loads(reply[1:]) if len(reply) > 1 else None
-        if reply[0] == _TAG_ERROR:
+        if reply[0] == TAG_ERROR:
             raise self._reply_error(w, reply, what)
         raise EnvWorkerError(f"env worker {w} sent an unexpected reply", worker_index=w)
 
