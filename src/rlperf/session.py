@@ -394,6 +394,7 @@ class TrainingSession:
                     )
                     times = timer.lap()
                     self.time_total_s = time_before + times["wall"]
+                    metrics = {**metrics, **self.runner.worker_metrics()}
                     if monitor is not None:
                         metrics = {**metrics, **monitor.collect()}
                     record = self._record(times, steps, len(episodes), metrics, iter_in_process)

@@ -46,6 +46,7 @@ def test_two_iterations_of_every_algorithm_on_every_runner(runs_root, algo, runn
         phases = sum(r[f"{p}_time_ms"] for p in ("sample", "load", "learn", "update", "other"))
         assert phases == pytest.approx(1000 * r["time_this_iter_s"], rel=0.02)
         assert r["perf/env_step_time_ms"] > 0 and r["losses/policy_loss"] is not None
+        assert r.get("sys/live_workers") == (2 if runner == "subprocess" else None)
     assert records[-1]["timesteps_total"] == 2 * 4 * {"ppo": 128, "appo": 128, "impala": 20}[algo]
     manifest = json.loads((runs_root / "run" / "manifest.json").read_text())
     assert manifest["status"] == "completed"

@@ -361,6 +361,11 @@ class SubprocVectorEnv:
         return [p.pid for p in self._resources.processes]
 
     @property
+    def live_workers(self) -> int:
+        """Worker processes alive now (for the ``sys/live_workers`` metric)."""
+        return sum(p.is_alive() for p in self._resources.processes)
+
+    @property
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
         return self._closed

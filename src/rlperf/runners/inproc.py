@@ -148,6 +148,9 @@ class InProcRunner:
                 ):
                     dst.copy_(src)
 
+    def worker_metrics(self) -> dict[str, float]:
+        return {}  # no worker processes
+
     def state_dict(self) -> dict[str, Any]:
         try:
             envs: list[Any] | None = self.envs.get_state()
@@ -178,3 +181,6 @@ class SubprocRunner(InProcRunner):
     """
 
     name = "subprocess"
+
+    def worker_metrics(self) -> dict[str, float]:
+        return {"sys/live_workers": float(self.envs.live_workers)}  # type: ignore[attr-defined]
