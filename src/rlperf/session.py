@@ -33,7 +33,7 @@ from rlperf.core.checkpoint import (
     save_checkpoint,
     set_aside_newer,
 )
-from rlperf.core.errors import CheckpointError, ConfigError
+from rlperf.core.errors import CheckpointError, ConfigError, WorkerError
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.types import Progress
@@ -361,7 +361,7 @@ class TrainingSession:
         view = ConsoleView(self.progress, title=f"rlperf {self.cfg.algo} on {self.cfg.env.id}")
         status, stop_reason = "running", None
         last_saved = self.iteration
-        mid_iteration = False
+        mid_iteration = learner_touched = False
         every = self.cfg.checkpoint.every
         try:
             with _StopSignal() as signals:
@@ -371,13 +371,14 @@ class TrainingSession:
                 timer.lap()
                 iter_in_process = 0
                 while stop_reason is None:
-                    mid_iteration = True
+                    mid_iteration, learner_touched = True, False
                     time_before = self.time_total_s
                     progress = Progress(self.iteration, self.env_steps, self._fraction_left())
                     with timer.phase("sample"):
                         batch, episodes = self.runner.collect(timer)
                     with timer.phase("load"):
                         batch = self.runner.load(batch)
+                    learner_touched = True  # from here a failure leaves a half-applied update
                     with timer.phase("learn"):
                         metrics = self.algo.update(batch, self.step, progress)
                     with timer.phase("update"):
@@ -416,6 +417,22 @@ class TrainingSession:
         except KeyboardInterrupt:
             status, stop_reason = "aborted", "second SIGINT"
             self.exit_code = 128 + signal.SIGINT.value
+        except WorkerError as exc:
+            # A worker process failed: stop cleanly. Before the update the learner's state
+            # matches the counters, so it is saved (envs that cannot be snapshotted any more
+            # restart on resume); one line names the worker and the cause.
+            status, stop_reason = "failed", f"worker failure: {exc}"
+            self.exit_code = 1
+            saved = ""
+            if self.iteration > last_saved and not learner_touched:
+                saved = f"; checkpoint {self.save_checkpoint().name} written"
+            elif last_saved:
+                saved = f"; last checkpoint at iteration {last_saved}"
+            print(
+                f"rlperf: {exc}{saved}; resume with --resume {self.run_dir}",
+                file=sys.stderr,
+                flush=True,
+            )
         except BaseException as exc:
             status, stop_reason = "failed", f"{type(exc).__name__}: {exc}"
             # Between iterations the state is consistent: keep what was learned. Midway

@@ -16,3 +16,11 @@ class ConfigError(UserInputError):
 
 class CheckpointError(UserInputError):
     """A checkpoint that is missing, truncated or corrupted."""
+
+
+class WorkerError(RuntimeError):
+    """A worker process (env worker, actor) raised, died or hung.
+
+    The training session stops cleanly on it: a checkpoint when the learner's state is
+    consistent, and one line naming the worker and the cause instead of a traceback.
+    """

@@ -61,7 +61,7 @@ import gymnasium
 import numpy as np
 
 from rlperf.config.schema import EnvConfig
-from rlperf.core.errors import ConfigError
+from rlperf.core.errors import ConfigError, WorkerError
 from rlperf.envs.base import EnvState, EpisodeEnd, SingleEnv
 from rlperf.envs.make import make_env, validate_env_id
 from rlperf.envs.subproc_shm import create_segment, map_views, region_layout
@@ -74,7 +74,7 @@ _STARTUP_TIMEOUT_S = 120.0  # imports + env construction on a loaded machine
 _JOIN_TIMEOUT_S = 5.0  # how long close() lets workers exit by themselves
 
 
-class EnvWorkerError(RuntimeError):
+class EnvWorkerError(WorkerError):
     """An env worker failed: its env raised, the process died, or it stopped answering.
 
     The vector env that raised it is unusable afterwards (call ``close()``).

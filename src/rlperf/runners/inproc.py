@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from rlperf.config.schema import RunnerConfig
+from rlperf.core.errors import WorkerError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
@@ -154,8 +155,10 @@ class InProcRunner:
     def state_dict(self) -> dict[str, Any]:
         try:
             envs: list[Any] | None = self.envs.get_state()
-        except NotImplementedError:
-            envs = None  # an env without exact snapshots: a resume restarts the episodes
+        except (NotImplementedError, WorkerError):
+            # An env without exact snapshots, or workers that failed: a resume restarts the
+            # episodes.
+            envs = None
         return {"envs": envs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -1,0 +1,82 @@
+"""A killed env worker stops the run cleanly: one line naming it, a checkpoint, nothing leaked."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import read_metrics, rlperf_subprocess
+
+
+def _shm_entries() -> set[str]:
+    return {p.name for p in Path("/dev/shm").iterdir() if p.name.startswith("rlperf")}
+
+
+def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(runs_root):
+    shm_before = _shm_entries()
+    run_dir = runs_root / "kill"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlperf",
+            "train",
+            "--preset",
+            "cartpole",
+            "--runner",
+            "subprocess",
+            "--num-workers",
+            "2",
+            "--runs-root",
+            str(runs_root),
+            "-s",
+            "kill",
+            "--no-progress",
+            "stop.total_timesteps=10000000",
+            "checkpoint.every=0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (
+        (run_dir / "metrics.jsonl").exists()
+        and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3
+    ):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    workers = [
+        p
+        for p in psutil.Process(proc.pid).children(recursive=True)
+        if "spawn_main" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())
+    ]
+    assert len(workers) == 2
+    os.kill(workers[1].pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - killed_at < 10  # detected within seconds
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    last_line = err.strip().splitlines()[-1]
+    assert "worker 1" in last_line and "SIGKILL" in last_line and "checkpoint ckpt_" in last_line
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["stop_reason"].startswith("worker failure")
+    done = read_metrics(run_dir)[-1]["iteration"]
+    assert (run_dir / "checkpoints" / "latest").read_text().startswith(f"ckpt_{done:08d}_")
+    assert not [
+        p for p in psutil.Process().children(recursive=True) if p.pid in {w.pid for w in workers}
+    ]
+    assert _shm_entries() == shm_before
+
+    resumed = rlperf_subprocess(
+        "train", "--resume", str(run_dir), "-i", str(done + 2), "--no-progress"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "episodes restart on resume" in resumed.stderr
+    assert [r["iteration"] for r in read_metrics(run_dir)][-3:] == [done, done + 1, done + 2]
