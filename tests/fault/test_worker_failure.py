@@ -1,4 +1,4 @@
-"""A killed env worker stops the run cleanly: one line naming it, a checkpoint, nothing leaked."""
+"""A killed env worker is restarted, or (restarts off) stops the run cleanly; nothing leaked."""
 
 import json
 import os
@@ -15,6 +15,73 @@ from tests.conftest import read_metrics, rlperf_subprocess
 
 def _shm_entries() -> set[str]:
     return {p.name for p in Path("/dev/shm").iterdir() if p.name.startswith("rlperf")}
+
+
+def _env_workers(proc: subprocess.Popen) -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.Process(proc.pid).children(recursive=True)
+        if "spawn_main" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())
+    ]
+
+
+def test_sigkilled_worker_is_restarted_and_the_run_finishes(runs_root):
+    shm_before = _shm_entries()
+    run_dir = runs_root / "restart"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlperf",
+            "train",
+            "--preset",
+            "cartpole",
+            "--runner",
+            "subprocess",
+            "--num-workers",
+            "2",
+            "--runs-root",
+            str(runs_root),
+            "-s",
+            "restart",
+            "--no-progress",
+            "-i",
+            "60",
+            "checkpoint.every=0",
+            "runner.max_worker_restarts=3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (
+        (run_dir / "metrics.jsonl").exists()
+        and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3
+    ):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    workers = _env_workers(proc)
+    assert len(workers) == 2
+    os.kill(workers[1].pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "restarting env worker 1" in err and "SIGKILL" in err
+    rows = read_metrics(run_dir)
+    assert rows[-1]["iteration"] == 60
+    assert rows[-1]["sys/worker_restarts"] == 1
+    assert rows[-1]["sys/live_workers"] == 2
+    assert rows[0]["sys/worker_restarts"] == 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    assert not psutil.pid_exists(workers[1].pid) or workers[1].status() == psutil.STATUS_ZOMBIE
+    assert not [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "spawn_main" in " ".join(p.cmdline())
+    ]
+    assert _shm_entries() == shm_before
 
 
 def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(runs_root):
@@ -39,6 +106,7 @@ def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(r
             "--no-progress",
             "stop.total_timesteps=10000000",
             "checkpoint.every=0",
+            "runner.restart_failed_workers=false",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -51,11 +119,7 @@ def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(r
     ):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
-    workers = [
-        p
-        for p in psutil.Process(proc.pid).children(recursive=True)
-        if "spawn_main" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())
-    ]
+    workers = _env_workers(proc)
     assert len(workers) == 2
     os.kill(workers[1].pid, signal.SIGKILL)
     killed_at = time.monotonic()

@@ -195,6 +195,10 @@ class RunnerConfig:
     """Keep conv weights and activations in channels-last layout (same results, faster oneDNN kernels)."""
     retain_freed_memory: bool = True
     """Linux/glibc: keep freed memory mapped for reuse, so minibatches do not page-fault fresh memory."""
+    restart_failed_workers: bool = True
+    """Restart an env worker that raised, died or hung, up to max_worker_restarts times in the run; otherwise the run stops cleanly."""
+    max_worker_restarts: int = 3
+    """Worker restarts allowed over the whole run before a failure stops it."""
 
 
 @dataclass

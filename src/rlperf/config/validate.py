@@ -61,6 +61,7 @@ def validate(cfg: RunConfig) -> None:
         ("ppo.kl_coeff", ppo.kl_coeff),
         ("checkpoint.every", cfg.checkpoint.every),
         ("telemetry.warmup_iterations", cfg.telemetry.warmup_iterations),
+        ("runner.max_worker_restarts", runner.max_worker_restarts),
     ]:
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{key} must be zero or positive, got {value}")

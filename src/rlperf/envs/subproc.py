@@ -29,9 +29,11 @@ Failure handling. An exception raised by an env in a worker becomes an
 :class:`EnvWorkerError` naming the env, the worker and the original exception; a worker that
 dies is noticed at once (the parent waits on the worker's pipe AND its process sentinel, so
 a dead worker wakes the wait) and one that hangs after ``step_timeout_s``. After such an
-error the vector env refuses further use, and :meth:`SubprocVectorEnv.close` (or, failing
-that, garbage collection or interpreter exit, through ``weakref.finalize``) still stops
-every worker and unlinks the shared memory.
+error the vector env refuses further use until :meth:`SubprocVectorEnv.restart_worker`
+replaces the failed worker (fresh envs from the same factories, attached to the same
+segment), and :meth:`SubprocVectorEnv.close` (or, failing that, garbage collection or
+interpreter exit, through ``weakref.finalize``) still stops every worker and unlinks the
+shared memory.
 
 Layout. This module is the parent side (:class:`SubprocVectorEnv`, its clean-up and
 :func:`make_subproc_vector_env`); the code that runs inside a worker, and the pipe protocol,
@@ -77,7 +79,8 @@ _JOIN_TIMEOUT_S = 5.0  # how long close() lets workers exit by themselves
 class EnvWorkerError(WorkerError):
     """An env worker failed: its env raised, the process died, or it stopped answering.
 
-    The vector env that raised it is unusable afterwards (call ``close()``).
+    The vector env that raised it is unusable afterwards until ``restart_worker()`` replaces
+    the failed worker (or call ``close()``).
     """
 
     def __init__(
@@ -196,6 +199,14 @@ def _children_ignore_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _put(items: list[Any], index: int, item: Any) -> None:
+    """``items[index] = item``, appending when ``index`` is one past the end."""
+    if index == len(items):
+        items.append(item)
+    else:
+        items[index] = item
+
+
 def _describe_exit(exitcode: int | None) -> str:
     if exitcode is None:
         return "exit status unknown"
@@ -224,7 +235,8 @@ class SubprocVectorEnv:
 
     Differences from SyncVectorEnv: there is no ``envs`` list (the envs live in the
     workers); an exception inside an env during :meth:`reset`/:meth:`step` (or a dead or
-    hung worker anywhere) raises :class:`EnvWorkerError` and leaves the vector unusable,
+    hung worker anywhere) raises :class:`EnvWorkerError` and leaves the vector unusable
+    until :meth:`restart_worker` replaces that worker,
     while an exception from an env's ``get_state``/``set_state`` is re-raised with its own
     type (e.g. ``NotImplementedError`` for envs without snapshots, as runners expect) and
     the vector stays usable.
@@ -280,8 +292,12 @@ class SubprocVectorEnv:
         # Registered before anything exists, so a failure half-way leaks nothing.
         self._finalizer = weakref.finalize(self, _release, self._resources)
         self._pollers: list[select.poll] = []
+        self._awaiting: set[int] = set()
+        """Workers sent a request whose reply has not been read (restart_worker drains them)."""
+        self._context = multiprocessing.get_context(start_method)
+        self._payloads: list[bytes] = []
         try:
-            self._start_workers(env_fns, multiprocessing.get_context(start_method))
+            self._start_workers(env_fns, self._context)
         except BaseException:
             self.close()
             raise
@@ -302,25 +318,11 @@ class SubprocVectorEnv:
                     f"({type(exc).__name__}: {exc}); use module-level functions/classes or "
                     "functools.partial of them"
                 ) from exc
+        self._payloads = payloads
         resources = self._resources
         with _children_ignore_sigint():
-            for w, payload in enumerate(payloads):
-                parent_conn, child_conn = context.Pipe(duplex=True)
-                resources.conns.append(parent_conn)
-                process = context.Process(
-                    target=worker_main,
-                    args=(w, w * k, payload, child_conn),
-                    name=f"rlperf-env-worker-{w}",
-                    daemon=True,
-                )
-                process.start()
-                resources.processes.append(process)
-                # Only the child may hold its end, so its death reads as EOF here.
-                child_conn.close()
-                poller = select.poll()
-                poller.register(parent_conn.fileno(), select.POLLIN)
-                poller.register(process.sentinel, select.POLLIN)
-                self._pollers.append(poller)
+            for w in range(self.num_workers):
+                self._spawn(w, context)
 
         startup_timeout = max(self._step_timeout_s, _STARTUP_TIMEOUT_S)
         spaces: list[tuple[gymnasium.spaces.Box, gymnasium.spaces.Discrete]] = []
@@ -338,6 +340,7 @@ class SubprocVectorEnv:
         self.single_action_space: gymnasium.spaces.Discrete = act_space
 
         layout, size = region_layout(self.num_envs, obs_space.shape, np.dtype(obs_space.dtype))
+        self._layout = layout
         resources.segment, resources.mapping = create_segment(size)
         views = map_views(resources.mapping, layout)
         self._obs = views["obs"]
@@ -352,6 +355,27 @@ class SubprocVectorEnv:
             self._send(w, attach, "start-up")
         for w in range(self.num_workers):
             self._result(w, self._receive(w, startup_timeout, "start-up"), "start-up")
+
+    def _spawn(self, w: int, context: multiprocessing.context.BaseContext) -> None:
+        """Start worker ``w`` (its envs not built yet): appended at start-up, else replaced."""
+        k = self.envs_per_worker
+        resources = self._resources
+        parent_conn, child_conn = context.Pipe(duplex=True)
+        _put(resources.conns, w, parent_conn)
+        process = context.Process(
+            target=worker_main,
+            args=(w, w * k, self._payloads[w], child_conn),
+            name=f"rlperf-env-worker-{w}",
+            daemon=True,
+        )
+        process.start()
+        _put(resources.processes, w, process)
+        # Only the child may hold its end, so its death reads as EOF here.
+        child_conn.close()
+        poller = select.poll()
+        poller.register(parent_conn.fileno(), select.POLLIN)
+        poller.register(process.sentinel, select.POLLIN)
+        _put(self._pollers, w, poller)
 
     # ------------------------------------------------------------------ public API
 
@@ -419,6 +443,69 @@ class SubprocVectorEnv:
             episodes,
             final_obs,
         )
+
+    def restart_worker(self, worker_index: int, seed: int) -> np.ndarray:
+        """Replace worker ``worker_index`` after a failure; returns the observation buffer.
+
+        The failed process is killed (if still there) and reaped, and a fresh one builds the
+        same envs from the same factories, attaches the existing shared-memory segment and
+        resets its envs, env ``i`` with ``seed + i`` (pass a seed that differs per restart).
+        The vector is usable again afterwards; the other workers' envs keep their state.
+
+        Stale replies: a death or timeout during :meth:`step` interrupts the reading of the
+        other workers' replies, though those workers finish their step (their envs advance
+        and write their results into shared memory). Those replies are read and DISCARDED
+        here, so the next step reads its own replies; the rewards and episode ends of that
+        interrupted step are lost (the caller treats the step as ended, see SubprocRunner).
+        A failure while draining, or while starting the new worker, propagates and leaves
+        the vector unusable.
+        """
+        if self._closed:
+            raise RuntimeError("SubprocVectorEnv is closed")
+        w = worker_index
+        if not isinstance(w, int) or not 0 <= w < self.num_workers:
+            raise ValueError(f"worker_index must be in [0, {self.num_workers}), got {w!r}")
+        resources = self._resources
+        try:
+            for v in sorted(self._awaiting - {w}):
+                reply = self._receive(v, self._step_timeout_s, "restart (draining a reply)")
+                if reply[0] == TAG_ERROR:
+                    raise self._reply_error(v, reply, "the step before a restart")
+            self._awaiting.discard(w)
+            old = resources.processes[w]
+            with contextlib.suppress(OSError):
+                resources.conns[w].close()
+            if old.exitcode is None:  # raised or hung: fresh envs anyway
+                old.kill()
+                old.join(5.0)
+            resources.unresponsive.discard(w)
+            try:
+                with _children_ignore_sigint():
+                    self._spawn(w, self._context)
+            finally:
+                if resources.processes[w] is not old:
+                    with contextlib.suppress(ValueError):
+                        old.close()  # releases the sentinel descriptor
+            startup_timeout = max(self._step_timeout_s, _STARTUP_TIMEOUT_S)
+            spaces = self._result(w, self._receive(w, startup_timeout, "restart"), "restart")
+            for o, a in spaces:
+                if (
+                    o.shape != self.single_observation_space.shape
+                    or o.dtype != self.single_observation_space.dtype
+                    or a != self.single_action_space
+                ):
+                    raise ValueError(f"restarted worker {w} built envs with spaces {o}, {a}")
+            assert resources.segment is not None
+            attach = pickle.dumps(("attach", (resources.segment.name, self._layout)))
+            self._send(w, attach, "restart")
+            self._result(w, self._receive(w, startup_timeout, "restart"), "restart")
+            self._send(w, pickle.dumps(("reset", int(seed))), "restart")
+            self._result(w, self._receive(w, self._step_timeout_s, "restart"), "restart")
+        except BaseException as exc:
+            self._broken = exc
+            raise
+        self._broken = None
+        return self._obs
 
     def get_state(self) -> list[EnvState]:
         """Exact snapshots of every env, in order (the same states SyncVectorEnv gives)."""
@@ -503,6 +590,7 @@ class SubprocVectorEnv:
             self._resources.conns[w].send_bytes(data)
         except OSError as exc:  # broken pipe: the worker is gone
             raise self._dead_error(w, what) from exc
+        self._awaiting.add(w)
 
     def _receive(self, w: int, timeout_s: float, what: str) -> bytes:
         """The next message from worker ``w``; raises if it dies or stays silent too long."""
@@ -520,9 +608,11 @@ class SubprocVectorEnv:
         conn_fd = conn.fileno()
         if any(fd == conn_fd for fd, _ in events):
             try:
-                return conn.recv_bytes()
+                message = conn.recv_bytes()
             except (EOFError, OSError) as exc:
                 raise self._dead_error(w, what) from exc
+            self._awaiting.discard(w)
+            return message
         raise self._dead_error(w, what)
 
     def _dead_error(self, w: int, what: str) -> EnvWorkerError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import sys
 import warnings
 from typing import Any
 
@@ -108,7 +109,11 @@ class InProcRunner:
             self.logprobs_TN[t] = logprobs
             self.values_TN[t] = values
             with timer.phase("env_step"):
-                result = self.envs.step(actions.cpu().numpy())
+                try:
+                    result = self.envs.step(actions.cpu().numpy())
+                except WorkerError as exc:
+                    self._recover(exc, t)  # re-raises when no restart is allowed
+                    continue
             self.next_obs_N.copy_(torch.from_numpy(result.obs))
             self.rewards_TN[t] = torch.from_numpy(result.rewards)
             self.dones_TN[t] = torch.from_numpy(result.terminations | result.truncations)
@@ -126,6 +131,10 @@ class InProcRunner:
             truncation_values_TN=self.truncation_values_TN,
         )
         return rollout, episodes
+
+    def _recover(self, exc: WorkerError, t: int) -> None:
+        """Runners that can restart a failed worker do it here; by default re-raise."""
+        raise exc
 
     def _value_truncated(self, t: int, final_obs: dict[int, np.ndarray]) -> None:
         index = list(final_obs)
@@ -185,5 +194,54 @@ class SubprocRunner(InProcRunner):
 
     name = "subprocess"
 
+    def __init__(self, cfg: RunnerConfig, envs: VectorEnv, algo: Algorithm, *, seed: int) -> None:
+        super().__init__(cfg, envs, algo, seed=seed)
+        self.seed = seed
+        self.worker_restarts = 0
+        """Failed env workers restarted so far in the run (``sys/worker_restarts``)."""
+
+    def _recover(self, exc: WorkerError, t: int) -> None:
+        """Restart the failed worker (runner.restart_failed_workers) and end step ``t``.
+
+        The step that failed is treated as ended for EVERY env: reward 0 and done 1 at
+        ``t`` (no bootstrap across it), and the next observations are the current buffer:
+        the restarted worker's envs start new episodes, the others continue from where their
+        completed (but discarded) step left them. Cost: one lost transition per env, and the
+        episode ends reported by that step are not counted. The restart seed,
+        ``seed + restarts * num_envs``, gives every restart its own env seeds.
+        """
+        w = getattr(exc, "worker_index", None)
+        cfg = self.cfg
+        if (
+            w is None
+            or not cfg.restart_failed_workers
+            or self.worker_restarts >= cfg.max_worker_restarts
+        ):
+            raise exc
+        self.worker_restarts += 1
+        print(
+            f"rlperf: restarting env worker {w} (restart {self.worker_restarts} of at most "
+            f"{cfg.max_worker_restarts}) after: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
+        seed = self.seed + self.worker_restarts * self.envs.num_envs
+        obs = self.envs.restart_worker(w, seed=seed)  # type: ignore[attr-defined]
+        self.next_obs_N.copy_(torch.from_numpy(obs))
+        self.rewards_TN[t] = 0.0
+        self.dones_TN[t] = 1.0
+        self.truncation_values_TN[t] = 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "worker_restarts": self.worker_restarts}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        # The restart budget is per run, so it carries over a resume (absent: older runs).
+        self.worker_restarts = int(state.get("worker_restarts", 0))
+        super().load_state_dict(state)
+
     def worker_metrics(self) -> dict[str, float]:
-        return {"sys/live_workers": float(self.envs.live_workers)}  # type: ignore[attr-defined]
+        return {
+            "sys/live_workers": float(self.envs.live_workers),  # type: ignore[attr-defined]
+            "sys/worker_restarts": float(self.worker_restarts),
+        }
