@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from rlperf.algos.impala import importance_stats
-from rlperf.algos.ppo import explained_variance, ppo_loss
+from rlperf.algos.ppo import SurrogateBatch, explained_variance, surrogate_epochs
 from rlperf.algos.returns import vtrace
 from rlperf.config.schema import APPOConfig, PPOConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
@@ -55,9 +55,12 @@ class APPO:
             needs_value=False,
             max_policy_lag=cfg.max_policy_lag,
         )
-        # ppo_loss reads its knobs from a PPOConfig: the same loss, with value clipping off
+        # surrogate_epochs reads its knobs from a PPOConfig: the same loss, value clipping off
         # (as in RLlib's APPO; v_s is already a corrected target, not the old prediction).
         self.loss_cfg = PPOConfig(
+            update_epochs=cfg.update_epochs,
+            max_grad_norm=cfg.max_grad_norm,
+            target_kl=None,
             clip_coef=cfg.clip_coef,
             norm_adv=cfg.norm_adv,
             ent_coef=cfg.ent_coef,
@@ -104,45 +107,16 @@ class APPO:
         vs_B = vs_TN.reshape(B)
         lag_stats = importance_stats(batch.logprobs_TN.reshape(B), old_logprob_B, cfg.rho_bar)
 
-        # ---- PPO's epochs of shuffled minibatches ----
-        mb_size = max(B // cfg.num_minibatches, 1)
-        totals: dict[str, torch.Tensor] = {}
-        grad_norms: list[float] = []
-        n_minibatches = 0
-        for _epoch in range(cfg.update_epochs):
-            perm = torch.randperm(B, generator=self.generator).to(obs_B.device)
-            # As in PPO: a trailing remainder that does not fill a minibatch is skipped this
-            # epoch; the shuffle changes every epoch.
-            for start in range(0, B - mb_size + 1, mb_size):
-                idx = perm[start : start + mb_size]
-                with step.autocast():
-                    new_logprob, entropy, new_value = self.policy.evaluate(
-                        obs_B[idx], actions_B[idx]
-                    )
-                loss, parts = ppo_loss(
-                    self.loss_cfg,
-                    new_logprob,
-                    entropy,
-                    new_value,
-                    old_logprob_B[idx],
-                    old_value_B[idx],
-                    advantages_B[idx],
-                    vs_B[idx],
-                    kl_coeff=0.0,
-                )
-                grad_norms.append(step(loss, cfg.max_grad_norm))
-                for name, v in parts.items():
-                    totals[name] = totals.get(name, 0.0) + v
-                n_minibatches += 1
-
-        metrics = {f"losses/{k}": float(v) / max(n_minibatches, 1) for k, v in totals.items()}
+        # ---- PPO's epochs of shuffled minibatches, on V-trace advantages and targets ----
+        data = SurrogateBatch(obs_B, actions_B, old_logprob_B, old_value_B, advantages_B, vs_B)
+        metrics = surrogate_epochs(
+            self.loss_cfg, self.policy, step, self.generator, data, max(B // cfg.num_minibatches, 1)
+        )
         metrics.update({f"losses/{k}": float(v) for k, v in lag_stats.items()})
         metrics.update(
             {
                 "losses/explained_variance": explained_variance(old_value_B.float(), vs_B),
                 "losses/learning_rate": lr,
-                "losses/grad_norm": sum(grad_norms) / max(len(grad_norms), 1),
-                "losses/minibatches": float(n_minibatches),
             }
         )
         return metrics

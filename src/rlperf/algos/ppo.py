@@ -9,6 +9,7 @@ around the old prediction, advantage normalisation, learning-rate annealing) and
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -75,6 +76,71 @@ def ppo_loss(
     return loss, parts
 
 
+@dataclass
+class SurrogateBatch:
+    """Flat (B,) tensors the clipped-surrogate epochs learn from (obs: (B, *obs_shape))."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    old_logprob: torch.Tensor
+    old_value: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+def surrogate_epochs(
+    loss_cfg: PPOConfig,
+    policy: ActorCritic,
+    step: GradientStep,
+    generator: torch.Generator,
+    data: SurrogateBatch,
+    mb_size: int,
+    kl_coeff: float = 0.0,
+) -> dict[str, float]:
+    """``loss_cfg.update_epochs`` passes of shuffled minibatch steps on :func:`ppo_loss`.
+
+    Shared by PPO (GAE advantages) and APPO (V-trace advantages). Stops early once a
+    minibatch's approx KL exceeds ``loss_cfg.target_kl``. Returns the mean loss parts, the
+    mean gradient norm and the number of minibatches, as ``losses/...`` metrics.
+    """
+    B = data.actions.shape[0]
+    totals: dict[str, torch.Tensor] = {}
+    grad_norms: list[float] = []
+    for _epoch in range(loss_cfg.update_epochs):
+        perm = torch.randperm(B, generator=generator).to(data.obs.device)
+        # Trailing samples that do not fill a minibatch are skipped this epoch; the
+        # shuffle changes every epoch, so each sample is used in expectation.
+        for start in range(0, B - mb_size + 1, mb_size):
+            idx = perm[start : start + mb_size]
+            with step.autocast():
+                new_logprob, entropy, new_value = policy.evaluate(data.obs[idx], data.actions[idx])
+            loss, parts = ppo_loss(
+                loss_cfg,
+                new_logprob,
+                entropy,
+                new_value,
+                data.old_logprob[idx],
+                data.old_value[idx],
+                data.advantages[idx],
+                data.returns[idx],
+                kl_coeff,
+            )
+            grad_norms.append(step(loss, loss_cfg.max_grad_norm))
+            for k, v in parts.items():
+                totals[k] = totals.get(k, 0.0) + v
+            if loss_cfg.target_kl is not None and float(parts["approx_kl"]) > loss_cfg.target_kl:
+                return _epoch_metrics(totals, grad_norms)
+    return _epoch_metrics(totals, grad_norms)
+
+
+def _epoch_metrics(totals: dict[str, torch.Tensor], grad_norms: list[float]) -> dict[str, float]:
+    n = max(len(grad_norms), 1)
+    metrics = {f"losses/{k}": float(v) / n for k, v in totals.items()}
+    metrics["losses/grad_norm"] = sum(grad_norms) / n
+    metrics["losses/minibatches"] = float(len(grad_norms))
+    return metrics
+
+
 class PPO:
     """PPO over rollouts produced by any on-policy runner."""
 
@@ -121,45 +187,12 @@ class PPO:
         logprobs_B = batch.logprobs_TN.reshape(B)
         values_B = batch.values_TN.reshape(B)
         advantages_B = advantages_TN.reshape(B)
-        returns_B = returns_TN.reshape(B)
-        mb_size = self.minibatch_size(B)
-
-        totals: dict[str, torch.Tensor] = {}
-        grad_norms: list[float] = []
-        n_minibatches = 0
-        stop_early = False
-        for _epoch in range(cfg.update_epochs):
-            perm = torch.randperm(B, generator=self.generator).to(obs_B.device)
-            # Trailing samples that do not fill a minibatch are skipped this epoch; the
-            # shuffle changes every epoch, so each sample is used in expectation.
-            for start in range(0, B - mb_size + 1, mb_size):
-                idx = perm[start : start + mb_size]
-                with step.autocast():
-                    new_logprob, entropy, new_value = self.policy.evaluate(
-                        obs_B[idx], actions_B[idx]
-                    )
-                loss, parts = ppo_loss(
-                    cfg,
-                    new_logprob,
-                    entropy,
-                    new_value,
-                    logprobs_B[idx],
-                    values_B[idx],
-                    advantages_B[idx],
-                    returns_B[idx],
-                    self.kl_coeff,
-                )
-                grad_norms.append(step(loss, cfg.max_grad_norm))
-                for k, v in parts.items():
-                    totals[k] = totals.get(k, 0.0) + v
-                n_minibatches += 1
-                if cfg.target_kl is not None and float(parts["approx_kl"]) > cfg.target_kl:
-                    stop_early = True
-                    break
-            if stop_early:
-                break
-
-        metrics = {f"losses/{k}": float(v) / max(n_minibatches, 1) for k, v in totals.items()}
+        data = SurrogateBatch(
+            obs_B, actions_B, logprobs_B, values_B, advantages_B, returns_TN.reshape(B)
+        )
+        metrics = surrogate_epochs(
+            cfg, self.policy, step, self.generator, data, self.minibatch_size(B), self.kl_coeff
+        )
         mean_kl = metrics.get("losses/approx_kl", 0.0)
         if self.kl_coeff > 0:
             # RLlib's adaptive KL coefficient, adjusted once per iteration.
@@ -170,12 +203,10 @@ class PPO:
         metrics.update(
             {
                 "losses/explained_variance": explained_variance(
-                    values_B.float(), returns_B.float()
+                    values_B.float(), data.returns.float()
                 ),
                 "losses/learning_rate": lr,
                 "losses/kl_coeff": self.kl_coeff,
-                "losses/grad_norm": sum(grad_norms) / max(len(grad_norms), 1),
-                "losses/minibatches": float(n_minibatches),
             }
         )
         return metrics
