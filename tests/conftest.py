@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,27 @@ def rlperf_subprocess(*args: str, timeout: float = 300, **kwargs) -> subprocess.
         timeout=timeout,
         **kwargs,
     )
+
+
+def start_training(*args: str) -> subprocess.Popen:
+    """Start ``rlperf train ARGS`` in the background, its output captured as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlperf", "train", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_iterations(
+    proc: subprocess.Popen, run_dir: Path, count: int, timeout: float = 60
+) -> None:
+    """Block until ``run_dir/metrics.jsonl`` holds ``count`` rows (the process must stay alive)."""
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + timeout
+    while not (metrics.exists() and metrics.read_text().count("\n") >= count):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
 
 
 @pytest.fixture

@@ -4,13 +4,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 
-from tests.conftest import read_metrics, rlperf_subprocess
+from tests.conftest import read_metrics, rlperf_subprocess, start_training, wait_for_iterations
 
 
 def _shm_entries() -> set[str]:
@@ -28,39 +27,24 @@ def _env_workers(proc: subprocess.Popen) -> list[psutil.Process]:
 def test_sigkilled_worker_is_restarted_and_the_run_finishes(runs_root):
     shm_before = _shm_entries()
     run_dir = runs_root / "restart"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlperf",
-            "train",
-            "--preset",
-            "cartpole",
-            "--runner",
-            "subprocess",
-            "--num-workers",
-            "2",
-            "--runs-root",
-            str(runs_root),
-            "-s",
-            "restart",
-            "--no-progress",
-            "-i",
-            "60",
-            "checkpoint.every=0",
-            "runner.max_worker_restarts=3",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_training(
+        "--preset",
+        "cartpole",
+        "--runner",
+        "subprocess",
+        "--num-workers",
+        "2",
+        "--runs-root",
+        str(runs_root),
+        "-s",
+        "restart",
+        "--no-progress",
+        "-i",
+        "60",
+        "checkpoint.every=0",
+        "runner.max_worker_restarts=3",
     )
-    deadline = time.monotonic() + 60
-    while not (
-        (run_dir / "metrics.jsonl").exists()
-        and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3
-    ):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    wait_for_iterations(proc, run_dir, 3)
     workers = _env_workers(proc)
     assert len(workers) == 2
     os.kill(workers[1].pid, signal.SIGKILL)
@@ -87,38 +71,23 @@ def test_sigkilled_worker_is_restarted_and_the_run_finishes(runs_root):
 def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(runs_root):
     shm_before = _shm_entries()
     run_dir = runs_root / "kill"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlperf",
-            "train",
-            "--preset",
-            "cartpole",
-            "--runner",
-            "subprocess",
-            "--num-workers",
-            "2",
-            "--runs-root",
-            str(runs_root),
-            "-s",
-            "kill",
-            "--no-progress",
-            "stop.total_timesteps=10000000",
-            "checkpoint.every=0",
-            "runner.restart_failed_workers=false",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_training(
+        "--preset",
+        "cartpole",
+        "--runner",
+        "subprocess",
+        "--num-workers",
+        "2",
+        "--runs-root",
+        str(runs_root),
+        "-s",
+        "kill",
+        "--no-progress",
+        "stop.total_timesteps=10000000",
+        "checkpoint.every=0",
+        "runner.restart_failed_workers=false",
     )
-    deadline = time.monotonic() + 60
-    while not (
-        (run_dir / "metrics.jsonl").exists()
-        and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3
-    ):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    wait_for_iterations(proc, run_dir, 3)
     workers = _env_workers(proc)
     assert len(workers) == 2
     os.kill(workers[1].pid, signal.SIGKILL)

@@ -2,13 +2,10 @@
 
 import json
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.conftest import read_metrics, rlperf_subprocess
+from tests.conftest import read_metrics, rlperf_subprocess, start_training, wait_for_iterations
 
 pytestmark = pytest.mark.smoke
 
@@ -16,33 +13,18 @@ pytestmark = pytest.mark.smoke
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_finishes_the_iteration_and_checkpoints(runs_root, sig):
     run_dir = runs_root / "sig"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlperf",
-            "train",
-            "--preset",
-            "cartpole",
-            "--runs-root",
-            str(runs_root),
-            "-s",
-            "sig",
-            "--no-progress",
-            "stop.total_timesteps=10000000",
-            "checkpoint.every=0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_training(
+        "--preset",
+        "cartpole",
+        "--runs-root",
+        str(runs_root),
+        "-s",
+        "sig",
+        "--no-progress",
+        "stop.total_timesteps=10000000",
+        "checkpoint.every=0",
     )
-    deadline = time.monotonic() + 60
-    while not (
-        (run_dir / "metrics.jsonl").exists()
-        and (run_dir / "metrics.jsonl").read_text().count("\n") >= 3
-    ):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    wait_for_iterations(proc, run_dir, 3)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig.value, err  # the shell convention for a signal
