@@ -7,7 +7,6 @@ resume-equivalence test). Acting and learning alternate, so one always waits for
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import sys
 import warnings
@@ -23,6 +22,7 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
+from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.timers import PhaseTimer
 
 
@@ -72,15 +72,25 @@ class InProcRunner:
             # Pinned host memory makes the host-to-GPU copy in load() asynchronous.
             return torch.zeros(shape, dtype=dtype, device=dev, pin_memory=pin)
 
-        self.obs_TN = alloc((T, N, *space.shape), obs_dtype)
-        self.actions_TN = alloc((T, N), torch.int64)
-        self.logprobs_TN = alloc((T, N), torch.float32)
-        self.values_TN = alloc((T, N), torch.float32)
-        self.rewards_TN = alloc((T, N), torch.float32)
-        self.dones_TN = alloc((T, N), torch.float32)
-        self.truncation_values_TN = alloc((T, N), torch.float32)
-        self.next_obs_N = alloc((N, *space.shape), obs_dtype)
-        self.next_obs_N.copy_(torch.from_numpy(envs.reset(seed)))
+        self.collector = RolloutCollector(
+            envs,
+            self.actor,
+            self.actor_device,
+            cfg.precision,
+            envs.reset(seed),
+            pin_memory=pin,
+            on_worker_error=self._recover,
+        )
+        self.rollout = Rollout(
+            obs_TN=alloc((T, N, *space.shape), obs_dtype),
+            actions_TN=alloc((T, N), torch.int64),
+            logprobs_TN=alloc((T, N), torch.float32),
+            values_TN=alloc((T, N), torch.float32),
+            rewards_TN=alloc((T, N), torch.float32),
+            dones_TN=alloc((T, N), torch.float32),
+            next_obs_N=self.collector.next_obs_N,
+            truncation_values_TN=alloc((T, N), torch.float32),
+        )
 
     def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
         return LocalGradientStep(
@@ -90,58 +100,12 @@ class InProcRunner:
             precision=self.cfg.precision,
         )
 
-    def _act_precision(self) -> contextlib.AbstractContextManager[object]:
-        # Acting runs at the learner's precision, so the behaviour log-probs match what the
-        # learner recomputes at the same weights (ratios of exactly 1 before the first step).
-        if self.cfg.precision == "bf16":
-            return torch.autocast(device_type=self.actor_device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
     def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
-        episodes: list[EpisodeEnd] = []
-        self.truncation_values_TN.zero_()
-        for t in range(self.obs_TN.shape[0]):
-            obs = self.obs_TN[t]
-            obs.copy_(self.next_obs_N)
-            with timer.phase("policy_forward"), self._act_precision():
-                actions, logprobs, values = self.actor.act(obs)
-            self.actions_TN[t] = actions
-            self.logprobs_TN[t] = logprobs
-            self.values_TN[t] = values
-            with timer.phase("env_step"):
-                try:
-                    result = self.envs.step(actions.cpu().numpy())
-                except WorkerError as exc:
-                    self._recover(exc, t)  # re-raises when no restart is allowed
-                    continue
-            self.next_obs_N.copy_(torch.from_numpy(result.obs))
-            self.rewards_TN[t] = torch.from_numpy(result.rewards)
-            self.dones_TN[t] = torch.from_numpy(result.terminations | result.truncations)
-            if result.final_obs:  # rare: a step limit cut an episode
-                self._value_truncated(t, result.final_obs)
-            episodes += result.episodes
-        rollout = Rollout(
-            obs_TN=self.obs_TN,
-            actions_TN=self.actions_TN,
-            logprobs_TN=self.logprobs_TN,
-            values_TN=self.values_TN,
-            rewards_TN=self.rewards_TN,
-            dones_TN=self.dones_TN,
-            next_obs_N=self.next_obs_N,
-            truncation_values_TN=self.truncation_values_TN,
-        )
-        return rollout, episodes
+        return self.rollout, self.collector.collect(self.rollout, timer)
 
-    def _recover(self, exc: WorkerError, t: int) -> None:
+    def _recover(self, exc: WorkerError, t: int, buf: Rollout) -> np.ndarray:
         """Runners that can restart a failed worker do it here; by default re-raise."""
         raise exc
-
-    def _value_truncated(self, t: int, final_obs: dict[int, np.ndarray]) -> None:
-        index = list(final_obs)
-        obs = torch.from_numpy(np.stack([final_obs[i] for i in index])).to(self.actor_device)
-        with torch.no_grad(), self._act_precision():
-            values = self.actor.value(obs).float()
-        self.truncation_values_TN[t, index] = values.to(self.truncation_values_TN.device)
 
     def load(self, batch: Rollout) -> Rollout:
         # Asynchronous only towards a GPU (from pinned memory); a device-to-host copy must
@@ -178,7 +142,8 @@ class InProcRunner:
                 stacklevel=2,
             )
         else:
-            self.next_obs_N.copy_(torch.from_numpy(self.envs.set_state(state["envs"])))
+            obs = self.envs.set_state(state["envs"])
+            self.collector.next_obs_N.copy_(torch.from_numpy(obs))
         self.sync_weights()
 
     def close(self) -> None:
@@ -200,7 +165,7 @@ class SubprocRunner(InProcRunner):
         self.worker_restarts = 0
         """Failed env workers restarted so far in the run (``sys/worker_restarts``)."""
 
-    def _recover(self, exc: WorkerError, t: int) -> None:
+    def _recover(self, exc: WorkerError, t: int, buf: Rollout) -> np.ndarray:
         """Restart the failed worker (runner.restart_failed_workers) and end step ``t``.
 
         The step that failed is treated as ended for EVERY env: reward 0 and done 1 at
@@ -227,10 +192,10 @@ class SubprocRunner(InProcRunner):
         )
         seed = self.seed + self.worker_restarts * self.envs.num_envs
         obs = self.envs.restart_worker(w, seed=seed)  # type: ignore[attr-defined]
-        self.next_obs_N.copy_(torch.from_numpy(obs))
-        self.rewards_TN[t] = 0.0
-        self.dones_TN[t] = 1.0
-        self.truncation_values_TN[t] = 0.0
+        buf.rewards_TN[t] = 0.0
+        buf.dones_TN[t] = 1.0
+        buf.truncation_values_TN[t] = 0.0
+        return obs
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "worker_restarts": self.worker_restarts}

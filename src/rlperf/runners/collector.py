@@ -1,0 +1,107 @@
+"""Acting: step a vector env with a policy for T steps and record the rollout.
+
+One loop shared by every runner that acts with a local copy of the policy: the in-process
+runners write into their own buffers, each actor process of the decoupled runner into a
+rollout slot in shared memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from rlperf.core.errors import WorkerError
+from rlperf.core.types import Rollout
+from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.vector import VecStep, VectorEnv
+from rlperf.models.policy import ActorCritic
+from rlperf.telemetry.timers import PhaseTimer
+
+# Called with the failed step's error and its index t; either re-raises or repairs step t
+# and returns the observations to continue from (see SubprocRunner._recover).
+WorkerErrorHandler = Callable[[WorkerError, int, Rollout], np.ndarray]
+
+
+def act_precision(
+    precision: str, device: torch.device
+) -> contextlib.AbstractContextManager[object]:
+    """Acting runs at the learner's precision, so the behaviour log-probs match what the
+    learner recomputes at the same weights (ratios of exactly 1 before the first step)."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+class RolloutCollector:
+    """Owns the acting side of a vector env: its current observations and the policy copy.
+
+    ``next_obs_N`` always holds the observations the next step acts on; it lives on the
+    policy's device and survives between rollouts, so consecutive rollouts continue the same
+    episodes.
+    """
+
+    def __init__(
+        self,
+        envs: VectorEnv,
+        policy: ActorCritic,
+        device: torch.device,
+        precision: str,
+        first_obs: np.ndarray,
+        *,
+        pin_memory: bool = False,
+        on_worker_error: WorkerErrorHandler | None = None,
+    ) -> None:
+        self.envs = envs
+        self.policy = policy
+        self.device = device
+        self.precision = precision
+        self.on_worker_error = on_worker_error
+        obs = torch.from_numpy(first_obs)
+        self.next_obs_N = torch.empty(
+            obs.shape, dtype=obs.dtype, device=device, pin_memory=pin_memory
+        )
+        self.next_obs_N.copy_(obs)
+
+    def collect(self, buf: Rollout, timer: PhaseTimer) -> list[EpisodeEnd]:
+        """Fill ``buf`` (T steps of every env) and return the true games that ended meanwhile.
+
+        ``buf.next_obs_N`` may be this collector's own ``next_obs_N`` (no copy) or a separate
+        buffer that receives a copy of it.
+        """
+        episodes: list[EpisodeEnd] = []
+        buf.truncation_values_TN.zero_()
+        for t in range(buf.num_steps):
+            obs = buf.obs_TN[t]
+            obs.copy_(self.next_obs_N)
+            with timer.phase("policy_forward"), act_precision(self.precision, self.device):
+                actions, logprobs, values = self.policy.act(obs)
+            buf.actions_TN[t] = actions
+            buf.logprobs_TN[t] = logprobs
+            buf.values_TN[t] = values
+            with timer.phase("env_step"):
+                try:
+                    result = self.envs.step(actions.cpu().numpy())
+                except WorkerError as exc:
+                    if self.on_worker_error is None:
+                        raise
+                    self.next_obs_N.copy_(torch.from_numpy(self.on_worker_error(exc, t, buf)))
+                    continue
+            self._record_step(buf, t, result)
+            episodes += result.episodes
+        if buf.next_obs_N is not self.next_obs_N:
+            buf.next_obs_N.copy_(self.next_obs_N)
+        return episodes
+
+    def _record_step(self, buf: Rollout, t: int, result: VecStep) -> None:
+        self.next_obs_N.copy_(torch.from_numpy(result.obs))
+        buf.rewards_TN[t] = torch.from_numpy(result.rewards)
+        buf.dones_TN[t] = torch.from_numpy(result.terminations | result.truncations)
+        if result.final_obs:  # rare: a step limit cut an episode
+            index = list(result.final_obs)
+            final = np.stack([result.final_obs[i] for i in index])
+            with torch.no_grad(), act_precision(self.precision, self.device):
+                values = self.policy.value(torch.from_numpy(final).to(self.device)).float()
+            buf.truncation_values_TN[t, index] = values.to(buf.truncation_values_TN.device)
