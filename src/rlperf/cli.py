@@ -1,4 +1,4 @@
-"""The ``rlperf`` command line: train, models, doctor.
+"""The ``rlperf`` command line: train, models, doctor; export, dataset, quantize, infer.
 
 Bad input never shows a traceback: it is one line, ``rlperf: error: ...``, and exit code 2.
 """
@@ -320,17 +320,54 @@ def cmd_doctor(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "models": cmd_models, "doctor": cmd_doctor}
+def cmd_export(argv: Sequence[str]) -> int:
+    from rlperf.deploy.commands import cmd_export as run
+
+    return run(argv)
+
+
+def cmd_dataset(argv: Sequence[str]) -> int:
+    from rlperf.deploy.commands import cmd_dataset as run
+
+    return run(argv)
+
+
+def cmd_quantize(argv: Sequence[str]) -> int:
+    from rlperf.deploy.commands import cmd_quantize as run
+
+    return run(argv)
+
+
+def cmd_infer(argv: Sequence[str]) -> int:
+    from rlperf.deploy.commands import cmd_infer as run
+
+    return run(argv)
+
+
+COMMANDS = {
+    "train": cmd_train,
+    "models": cmd_models,
+    "doctor": cmd_doctor,
+    # deploy (rlperf.deploy; the runtimes come with the 'export' extra)
+    "export": cmd_export,
+    "dataset": cmd_dataset,
+    "quantize": cmd_quantize,
+    "infer": cmd_infer,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(
-            "usage: rlperf {train,models,doctor} ...\n\n"
-            "  train   train an agent (rlperf train --help for every option)\n"
-            "  models  list the built-in models\n"
-            "  doctor  machine facts and the recommended device placement"
+            "usage: rlperf {train,models,doctor,export,dataset,quantize,infer} ...\n\n"
+            "  train     train an agent (rlperf train --help for every option)\n"
+            "  models    list the built-in models\n"
+            "  doctor    machine facts and the recommended device placement\n"
+            "  export    export a run's policy to ONNX or TFLite\n"
+            "  dataset   record game observations (for calibration and fidelity checks)\n"
+            "  quantize  int8 quantization calibrated on recorded observations\n"
+            "  infer     timed greedy episodes with an inference backend; --check-fidelity"
         )
         return 0 if argv else EXIT_USAGE
     command, rest = argv[0], argv[1:]

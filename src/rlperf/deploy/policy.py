@@ -1,0 +1,159 @@
+"""A run's trained policy, and the graph that every exporter converts.
+
+The exported graph is the acting half of the network: raw observation in (uint8 frames for
+Atari, float32 features otherwise), the scaling to [0, 1] inside, ``logits`` out, and
+``value`` only when asked for. With separate policy and value towers (the thesis's models)
+acting never needs the value tower, so leaving it out halves the work per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlperf.config.schema import RunConfig
+from rlperf.core.errors import CheckpointError, UserInputError
+from rlperf.models.policy import ActorCritic
+
+CONFIG_FILE = "config.yaml"
+
+
+@dataclass
+class RunPolicy:
+    """The policy of one checkpoint of a run, on the CPU in eval mode."""
+
+    run_dir: Path
+    cfg: RunConfig
+    model: ActorCritic
+    obs_shape: tuple[int, ...]
+    obs_dtype: np.dtype
+    num_actions: int
+    dim: int
+    """Atari frame size the run was trained with (ignored for feature observations)."""
+    checkpoint: Path
+
+    def example(self, batch: int = 1) -> torch.Tensor:
+        """A zero observation batch of the run's shape and dtype (for tracing)."""
+        return torch.from_numpy(np.zeros((batch, *self.obs_shape), self.obs_dtype))
+
+
+def check_run_dir(path: Path) -> Path:
+    """``path`` if it is a run directory (holds config.yaml), else a one-line UserInputError."""
+    if not path.exists():
+        raise UserInputError(
+            f"run directory {path} does not exist; pass the run_dir that `rlperf train` printed"
+        )
+    if not (path / CONFIG_FILE).is_file():
+        raise UserInputError(
+            f"{path} is not a run directory (no {CONFIG_FILE}); pass the run_dir that `rlperf train` printed"
+        )
+    return path
+
+
+def env_spec(cfg: RunConfig) -> tuple[int, tuple[int, ...], np.dtype, int]:
+    """(frame size, observation shape, observation dtype, number of actions) of ``cfg``'s game.
+
+    Read from an evaluation env built with the run's preprocessing, so they are exactly what
+    the policy saw in training.
+    """
+    from rlperf.envs.make import make_env
+    from rlperf.registry import resolve_dim
+
+    dim = resolve_dim(cfg)
+    env = make_env(cfg.env, dim, cfg.seed, training=False)
+    try:
+        space = env.observation_space
+        return dim, tuple(space.shape or ()), np.dtype(space.dtype), int(env.action_space.n)
+    finally:
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+
+
+def load_run_policy(run_dir: Path, checkpoint: Path | None = None) -> RunPolicy:
+    """The policy of ``checkpoint`` (default: the run's latest) of the run in ``run_dir``.
+
+    Raises :class:`UserInputError` (one line) for a missing run directory or checkpoint.
+    """
+    from rlperf.config.load import load_config_file
+    from rlperf.core.checkpoint import load_checkpoint
+    from rlperf.models.catalog import build_model
+
+    run_dir = check_run_dir(Path(run_dir))
+    cfg = load_config_file(run_dir / CONFIG_FILE)
+    source = Path(checkpoint) if checkpoint is not None else run_dir
+    if checkpoint is not None and not source.exists():
+        raise CheckpointError(f"checkpoint {source} does not exist; see {run_dir / 'checkpoints'}")
+    state = load_checkpoint(source)
+    weights = (state.get("algorithm") or {}).get("policy")
+    if not isinstance(weights, dict):
+        raise CheckpointError(
+            f"checkpoint {state['_checkpoint_path']} holds no policy weights (algorithm.policy)"
+        )
+    dim, obs_shape, obs_dtype, num_actions = env_spec(cfg)
+    model = build_model(cfg.model, obs_shape, num_actions)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as exc:
+        raise CheckpointError(
+            f"checkpoint {state['_checkpoint_path']} does not match the run's model {cfg.model.name}: "
+            f"{str(exc).splitlines()[0]}"
+        ) from None
+    return RunPolicy(
+        run_dir=run_dir,
+        cfg=cfg,
+        model=model.eval(),
+        obs_shape=obs_shape,
+        obs_dtype=obs_dtype,
+        num_actions=num_actions,
+        dim=dim,
+        checkpoint=Path(state["_checkpoint_path"]),
+    )
+
+
+class PolicyGraph(nn.Module):
+    """What gets exported: observation -> ``logits`` (and ``value`` with ``with_value``).
+
+    The input may be the raw uint8 frame or the same values as float32 (0..255): the
+    network's own input scaling (``ActorCritic.input_scale``) is applied either way. The
+    float form exists only for TFLite's int8 calibrator, which needs a float input to give it
+    a quantized uint8 one.
+    """
+
+    def __init__(self, model: ActorCritic, with_value: bool = False, named: bool = False) -> None:
+        super().__init__()
+        self.model = model
+        self.with_value = with_value
+        self.named = named
+        """Return a dict {name: tensor} (LiteRT names signature outputs after its keys)."""
+
+    @property
+    def output_names(self) -> list[str]:
+        return ["logits", "value"] if self.with_value else ["logits"]
+
+    def forward(self, obs: torch.Tensor):  # noqa: ANN201 - a tensor, a tuple or a dict
+        m = self.model
+        x = m._prepare(obs)
+        hidden = m.policy_torso(x)
+        logits = m.logits_head(hidden)
+        outputs = (logits,)
+        if self.with_value:
+            value_hidden = hidden if m.value_torso is None else m.value_torso(x)
+            outputs = (logits, m.value_head(value_hidden).squeeze(-1))
+        if self.named:
+            return dict(zip(self.output_names, outputs, strict=True))
+        return outputs if self.with_value else logits
+
+
+@torch.no_grad()
+def torch_logits(model: ActorCritic, obs: np.ndarray, batch: int = 256) -> np.ndarray:
+    """Reference fp32 logits of ``model`` on ``obs`` (N, ...), in batches, as float32."""
+    out = [
+        model(torch.from_numpy(np.ascontiguousarray(obs[i : i + batch])))[0].float().numpy()
+        for i in range(0, len(obs), batch)
+    ]
+    return np.concatenate(out) if out else np.zeros((0, model.logits_head.out_features), np.float32)
