@@ -7,8 +7,12 @@ line here (and a row in runners/compat.py).
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+import gymnasium
 import torch
 
 from rlperf.algos.appo import APPO
@@ -17,12 +21,13 @@ from rlperf.algos.ppo import PPO
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import Algorithm
-from rlperf.envs.make import is_atari, make_vector_env, validate_env_id
+from rlperf.envs.make import is_atari, make_engine_envs, make_env_slice, validate_env_id
 from rlperf.envs.vector import VectorEnv
-from rlperf.models.catalog import MODELS, resolve_model_name
+from rlperf.models.catalog import MODELS, build_model, resolve_model_name
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.base import Runner
 from rlperf.runners.compat import check_compatible, check_engine
+from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.runners.inproc import InProcRunner, SubprocRunner
 
 ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
@@ -31,9 +36,39 @@ ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
     "impala": lambda cfg, policy: IMPALA(cfg.impala, policy, seed=cfg.seed),
 }
 
-RUNNERS: dict[str, Callable[[RunConfig, VectorEnv, Algorithm], Runner]] = {
-    "inproc": lambda cfg, envs, algo: InProcRunner(cfg.runner, envs, algo, seed=cfg.seed),
-    "subprocess": lambda cfg, envs, algo: SubprocRunner(cfg.runner, envs, algo, seed=cfg.seed),
+
+@dataclass(frozen=True)
+class EnvSpaces:
+    """What the policy is built for: one env's observation and action spaces."""
+
+    observation: gymnasium.Space[Any]
+    action: gymnasium.spaces.Discrete
+
+
+def _decoupled(
+    cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
+) -> Runner:
+    obs_shape = tuple(spaces.observation.shape or ())
+    return DecoupledRunner(
+        cfg.runner,
+        algo,
+        num_envs=cfg.env.num_envs,
+        obs_space=spaces.observation,
+        make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
+        make_policy=functools.partial(build_model, cfg.model, obs_shape, int(spaces.action.n)),
+        seed=cfg.seed,
+    )
+
+
+RunnerFactory = Callable[[RunConfig, VectorEnv | None, Algorithm, int, EnvSpaces], Runner]
+RUNNERS: dict[str, RunnerFactory] = {
+    "inproc": lambda cfg, envs, algo, dim, spaces: InProcRunner(
+        cfg.runner, envs, algo, seed=cfg.seed
+    ),
+    "subprocess": lambda cfg, envs, algo, dim, spaces: SubprocRunner(
+        cfg.runner, envs, algo, seed=cfg.seed
+    ),
+    "decoupled": _decoupled,
 }
 
 ENGINES = ("gymnasium", "envpool", "ale-vector")
@@ -110,27 +145,33 @@ def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
     return algo
 
 
-def make_envs(cfg: RunConfig, dim: int) -> VectorEnv:
-    """The vector env the runner and engine of ``cfg`` step (C++ engines imported on demand:
-    they are optional dependencies)."""
+def make_envs(cfg: RunConfig, dim: int) -> VectorEnv | None:
+    """The vector env the learner's process steps (through the runner and engine of ``cfg``);
+    None for the decoupled runner, whose actor processes build their own."""
+    if cfg.runner.name == "decoupled":
+        return None
     if cfg.runner.name == "subprocess":
         from rlperf.envs.subproc import make_subproc_vector_env
 
         return make_subproc_vector_env(cfg.env, dim, cfg.seed, cfg.runner.num_workers)
-    if cfg.env.engine == "envpool":
+    return make_engine_envs(cfg.env, dim, cfg.seed)
+
+
+def env_spaces(cfg: RunConfig, dim: int, envs: VectorEnv | None) -> EnvSpaces:
+    """The spaces of ``envs``, or of one env of the configured engine built to look."""
+    if envs is None:
+        envs = make_env_slice(cfg.env, dim, 1, cfg.seed)
         try:
-            from rlperf.envs.envpool_env import EnvPoolVectorEnv
-        except ImportError as exc:
-            raise ConfigError(
-                f"engine envpool needs the envpool package ({exc}); pip install 'rlperf[envpool]'"
-            ) from None
-        return EnvPoolVectorEnv(cfg.env, dim, cfg.seed)
-    if cfg.env.engine == "ale-vector":
-        from rlperf.envs.ale_vector import AleVectorEnv
-
-        return AleVectorEnv(cfg.env, dim, cfg.seed)
-    return make_vector_env(cfg.env, dim, cfg.seed)
+            return env_spaces(cfg, dim, envs)
+        finally:
+            envs.close()
+    action = envs.single_action_space
+    if not isinstance(action, gymnasium.spaces.Discrete):
+        raise ConfigError(f"{cfg.env.id} has {action}; rlperf's policies need discrete actions")
+    return EnvSpaces(envs.single_observation_space, action)
 
 
-def make_runner(cfg: RunConfig, envs: VectorEnv, algo: Algorithm) -> Runner:
-    return RUNNERS[cfg.runner.name](cfg, envs, algo)
+def make_runner(
+    cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
+) -> Runner:
+    return RUNNERS[cfg.runner.name](cfg, envs, algo, dim, spaces)

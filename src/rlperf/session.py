@@ -142,12 +142,15 @@ class TrainingSession:
         seed_everything(cfg.seed)
         dim = registry.resolve_dim(cfg)
         self.envs = registry.make_envs(cfg, dim)
-        obs_shape = tuple(self.envs.single_observation_space.shape)
-        policy = build_model(cfg.model, obs_shape, int(self.envs.single_action_space.n))
+        spaces = registry.env_spaces(cfg, dim, self.envs)
+        obs_shape = tuple(spaces.observation.shape or ())
+        policy = build_model(cfg.model, obs_shape, int(spaces.action.n))
         self.algo = registry.make_algorithm(cfg, policy)
-        self.runner = registry.make_runner(cfg, self.envs, self.algo)
+        self.runner = registry.make_runner(cfg, self.envs, self.algo, dim, spaces)
         self.step = self.runner.make_gradient_step(self.algo)
         self.stats = EpisodeStats()
+        self.worker_processes: list[dict[str, Any]] = []
+        """What the runner's worker processes got (pids, threads, affinity), for the manifest."""
         self.iteration = 0
         self.env_steps = 0
         self.time_total_s = 0.0
@@ -271,6 +274,9 @@ class TrainingSession:
                 record[f"perf/{k}_time_ms"] = 1000 * v
         if times["learn"] > 0:
             record["perf/learner_samples_per_s"] = steps / times["learn"]
+        if times["sample"] > 0:
+            # Acting capacity; a runner whose actors overlap the learner reports its own.
+            record["perf/actor_steps_per_s"] = steps / times["sample"]
         record.update(metrics)
         return record
 
@@ -302,8 +308,18 @@ class TrainingSession:
                 "runner": self.cfg.runner.name,
                 "engine": self.cfg.env.engine,
                 "num_workers": self.cfg.runner.num_workers
-                if self.cfg.runner.name == "subprocess"
+                if self.cfg.runner.name != "inproc"
                 else None,
+                "processes": [
+                    {
+                        "role": "learner",
+                        "pid": os.getpid(),
+                        "torch_threads": torch.get_num_threads(),
+                        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+                        "device": self.cfg.runner.learner_device,
+                    },
+                    *self.worker_processes,
+                ],
                 "precision": self.cfg.runner.precision,
                 "channels_last": self.cfg.runner.channels_last,
                 "retain_freed_memory": self.retained_memory,
@@ -402,6 +418,11 @@ class TrainingSession:
                     for sink in sinks:
                         sink.write(record)
                     view.update(record, self._eta(record))
+                    if iter_in_process == 1:  # worker processes have reported what they got
+                        self.worker_processes = self.runner.process_resources()
+                        _write_json(
+                            self.run_dir / "manifest.json", self._manifest("running", started)
+                        )
                     # The record goes out before the checkpoint: a kill in between leaves a
                     # row that resume truncates; the other order could lose a row for good.
                     # The checkpoint's time is charged to the next iteration's "other".
@@ -450,6 +471,7 @@ class TrainingSession:
                 monitor.stop()
             for sink in sinks:
                 sink.close()
+            self.worker_processes = self.runner.process_resources() or self.worker_processes
             self.runner.close()
             _write_json(
                 self.run_dir / "manifest.json", self._manifest(status, started, stop_reason)

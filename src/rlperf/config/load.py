@@ -114,7 +114,9 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
                 errors.append(exc)
         raise errors[0]
     if typing.get_origin(hint) is list:
-        if key == "runner.cpu_affinity" and isinstance(value, str | int):
+        if key in ("runner.cpu_affinity", "runner.actor_cpu_affinity") and isinstance(
+            value, str | int
+        ):
             return parse_cpu_list(str(value))
         if isinstance(value, str):
             value = [v for v in value.strip("[]").split(",") if v.strip()]

@@ -178,9 +178,9 @@ class RunnerConfig:
     """Who steps the envs, where the networks live, and which CPU resources are used."""
 
     name: str = "inproc"
-    """Execution architecture: inproc (envs and learner in one process) or subprocess (envs in worker processes, shared memory)."""
+    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory) or decoupled (actor processes acting while the learner learns; needs appo or impala)."""
     num_workers: int = 1
-    """Env worker processes of the subprocess runner; num_envs must divide evenly among them (inproc: no effect)."""
+    """Env worker processes (subprocess) or actor processes (decoupled); num_envs must divide evenly among them (inproc: no effect)."""
     learner_device: str = "cpu"
     """Device of the learner's network: cpu, cuda, cuda:N."""
     actor_device: str = "cpu"
@@ -189,6 +189,12 @@ class RunnerConfig:
     """torch intra-op threads of the learner process; unset = torch's default (all cores)."""
     cpu_affinity: list[int] | None = None
     """Pin the process to these CPU ids (os.sched_setaffinity), e.g. 0,1 or 0-3; unset = no pinning."""
+    actor_threads: int = 1
+    """torch intra-op threads of each actor process (decoupled runner); 1 avoids oversubscribing the cores."""
+    actor_cpu_affinity: list[int] | None = None
+    """Pin the actor processes (decoupled runner) to these CPU ids; unset = no pinning."""
+    slots_per_actor: int = 2
+    """Rollout slots in shared memory per actor (decoupled runner): 2 = double buffering; more lets actors run further ahead (more lag)."""
     precision: str = "fp32"
     """Learner compute precision: fp32, or bf16 (autocast; fast on CPUs with AMX and on recent GPUs)."""
     channels_last: bool = True

@@ -47,6 +47,8 @@ def validate(cfg: RunConfig) -> None:
         ("ppo.target_kl", ppo.target_kl),
         ("runner.num_workers", runner.num_workers),
         ("runner.torch_threads", runner.torch_threads),
+        ("runner.actor_threads", runner.actor_threads),
+        ("runner.slots_per_actor", runner.slots_per_actor),
         ("stop.total_timesteps", stop.total_timesteps),
         ("stop.iterations", stop.iterations),
         ("stop.wall_time_s", stop.wall_time_s),
@@ -107,16 +109,21 @@ def validate(cfg: RunConfig) -> None:
     ]:
         if not _DEVICE.match(dev):
             raise ConfigError(f"{key} must be cpu, cuda, cuda:N or mps, got {dev!r}")
-    if runner.cpu_affinity is not None:
+    for key, cpus in [
+        ("runner.cpu_affinity", runner.cpu_affinity),
+        ("runner.actor_cpu_affinity", runner.actor_cpu_affinity),
+    ]:
+        if cpus is None:
+            continue
         usable = (
             os.sched_getaffinity(0)
             if hasattr(os, "sched_getaffinity")
             else set(range(os.cpu_count() or 1))
         )
-        bad = sorted(set(runner.cpu_affinity) - usable)
-        if bad:
+        bad = sorted(set(cpus) - usable)
+        if bad or not cpus:
             raise ConfigError(
-                f"runner.cpu_affinity names CPUs {bad} that this process cannot use; available: {sorted(usable)}"
+                f"{key} names CPUs {bad} that this process cannot use; available: {sorted(usable)}"
             )
     if stop.target_reward_metric not in REWARD_METRICS:
         raise ConfigError(

@@ -4,6 +4,8 @@ The CLI turns a :class:`UserInputError` into ``rlperf: error: <message>`` and ex
 never a traceback; anything else is a bug and keeps its traceback.
 """
 
+import signal
+
 
 class UserInputError(ValueError):
     """Bad input from the user (config, CLI, file, checkpoint); the message names the problem
@@ -24,3 +26,16 @@ class WorkerError(RuntimeError):
     The training session stops cleanly on it: a checkpoint when the learner's state is
     consistent, and one line naming the worker and the cause instead of a traceback.
     """
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """A dead process's exit status in words ("signal SIGKILL (exit code -9)")."""
+    if exitcode is None:
+        return "exit status unknown"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"signal {name} (exit code {exitcode})"
+    return f"exit code {exitcode}"

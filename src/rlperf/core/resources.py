@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 import torch
 
@@ -44,3 +48,41 @@ def apply_cpu_resources(affinity: list[int] | None, torch_threads: int | None) -
         os.sched_setaffinity(0, affinity)
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
+
+
+def die_with_parent() -> None:
+    """Linux: have the kernel kill this process when its parent dies (PR_SET_PDEATHSIG).
+
+    Worker processes otherwise notice a dead parent only at their next pipe operation; a
+    worker busy with a long rollout would outlive a learner killed with SIGKILL.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(name).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def children_ignore_sigint() -> Iterator[None]:
+    """Start children with SIGINT ignored from their first instruction on.
+
+    A disposition of SIG_IGN survives fork+exec and Python keeps it at start-up, so a
+    Ctrl-C during the seconds a worker spends importing cannot print a traceback from every
+    child. Only the main thread may change handlers; elsewhere workers set it themselves.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:  # a handler installed outside Python: leave it alone
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

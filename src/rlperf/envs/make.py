@@ -26,7 +26,7 @@ import gymnasium
 from rlperf.config.schema import EnvConfig
 from rlperf.core.errors import ConfigError
 from rlperf.envs.base import SingleEnv
-from rlperf.envs.vector import SyncVectorEnv
+from rlperf.envs.vector import SyncVectorEnv, VectorEnv
 
 _ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
 
@@ -138,3 +138,28 @@ def make_vector_env(cfg: EnvConfig, dim: int, seed: int, training: bool = True) 
         raise ConfigError(f"env.num_envs must be >= 1, got {cfg.num_envs}")
     validate_env_id(cfg.id)
     return SyncVectorEnv([make_env(cfg, dim, seed + i, training) for i in range(cfg.num_envs)])
+
+
+def make_engine_envs(cfg: EnvConfig, dim: int, seed: int) -> VectorEnv:
+    """``cfg.num_envs`` envs stepped by ``cfg.engine`` in this process; env i gets ``seed + i``.
+
+    The C++ engines are imported on demand: they are optional dependencies.
+    """
+    if cfg.engine == "envpool":
+        try:
+            from rlperf.envs.envpool_env import EnvPoolVectorEnv
+        except ImportError as exc:
+            raise ConfigError(
+                f"engine envpool needs the envpool package ({exc}); pip install 'rlperf[envpool]'"
+            ) from None
+        return EnvPoolVectorEnv(cfg, dim, seed)
+    if cfg.engine == "ale-vector":
+        from rlperf.envs.ale_vector import AleVectorEnv
+
+        return AleVectorEnv(cfg, dim, seed)
+    return make_vector_env(cfg, dim, seed)
+
+
+def make_env_slice(cfg: EnvConfig, dim: int, count: int, seed: int) -> VectorEnv:
+    """:func:`make_engine_envs` for ``count`` of the run's envs (one actor's share)."""
+    return make_engine_envs(dataclasses.replace(cfg, num_envs=count), dim, seed)

@@ -50,11 +50,9 @@ import multiprocessing
 import multiprocessing.connection
 import pickle
 import select
-import signal
-import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing import shared_memory
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -63,7 +61,8 @@ import gymnasium
 import numpy as np
 
 from rlperf.config.schema import EnvConfig
-from rlperf.core.errors import ConfigError, WorkerError
+from rlperf.core.errors import ConfigError, WorkerError, describe_exit
+from rlperf.core.resources import children_ignore_sigint
 from rlperf.envs.base import EnvState, EpisodeEnd, SingleEnv
 from rlperf.envs.make import make_env, validate_env_id
 from rlperf.envs.subproc_shm import create_segment, map_views, region_layout
@@ -177,46 +176,12 @@ def _release(resources: _Resources) -> None:
         resources.segment = None
 
 
-@contextlib.contextmanager
-def _children_ignore_sigint() -> Iterator[None]:
-    """Start children with SIGINT ignored from their first instruction on.
-
-    A disposition of SIG_IGN survives fork+exec and Python keeps it at start-up, so a
-    Ctrl-C during the seconds a worker spends importing cannot print a traceback from every
-    child. Only the main thread may change handlers; elsewhere workers set it themselves.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None:  # a handler installed outside Python: leave it alone
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def _put(items: list[Any], index: int, item: Any) -> None:
     """``items[index] = item``, appending when ``index`` is one past the end."""
     if index == len(items):
         items.append(item)
     else:
         items[index] = item
-
-
-def _describe_exit(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "exit status unknown"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        return f"signal {name} (exit code {exitcode})"
-    return f"exit code {exitcode}"
 
 
 class SubprocVectorEnv:
@@ -320,7 +285,7 @@ class SubprocVectorEnv:
                 ) from exc
         self._payloads = payloads
         resources = self._resources
-        with _children_ignore_sigint():
+        with children_ignore_sigint():
             for w in range(self.num_workers):
                 self._spawn(w, context)
 
@@ -480,7 +445,7 @@ class SubprocVectorEnv:
                 old.join(5.0)
             resources.unresponsive.discard(w)
             try:
-                with _children_ignore_sigint():
+                with children_ignore_sigint():
                     self._spawn(w, self._context)
             finally:
                 if resources.processes[w] is not old:
@@ -621,7 +586,7 @@ class SubprocVectorEnv:
         lo = w * self.envs_per_worker
         return EnvWorkerError(
             f"env worker {w} (envs {lo}..{lo + self.envs_per_worker - 1}, pid {process.pid}) "
-            f"died during {what} with {_describe_exit(process.exitcode)}",
+            f"died during {what} with {describe_exit(process.exitcode)}",
             worker_index=w,
             exitcode=process.exitcode,
         )

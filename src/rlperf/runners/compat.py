@@ -9,6 +9,8 @@ from rlperf.core.types import DataSpec
 RUNNER_CAPABILITIES: dict[str, tuple[frozenset[str], int]] = {
     "inproc": (frozenset({"rollout"}), 0),
     "subprocess": (frozenset({"rollout"}), 0),
+    # at least one update behind; the runner drops rollouts above the algorithm's bound
+    "decoupled": (frozenset({"rollout"}), 1),
 }
 
 # runner -> engines it can drive. The C++ engines run their own thread pools in the calling
@@ -16,6 +18,8 @@ RUNNER_CAPABILITIES: dict[str, tuple[frozenset[str], int]] = {
 RUNNER_ENGINES: dict[str, frozenset[str]] = {
     "inproc": frozenset({"gymnasium", "envpool", "ale-vector"}),
     "subprocess": frozenset({"gymnasium"}),
+    # each actor process steps its share of the envs with any engine
+    "decoupled": frozenset({"gymnasium", "envpool", "ale-vector"}),
 }
 
 

@@ -8,6 +8,7 @@ resume-equivalence test). Acting and learning alternate, so one always waits for
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import warnings
 from typing import Any
@@ -125,6 +126,9 @@ class InProcRunner:
     def worker_metrics(self) -> dict[str, float]:
         return {}  # no worker processes
 
+    def process_resources(self) -> list[dict[str, Any]]:
+        return []
+
     def state_dict(self) -> dict[str, Any]:
         try:
             envs: list[Any] | None = self.envs.get_state()
@@ -204,6 +208,17 @@ class SubprocRunner(InProcRunner):
         # The restart budget is per run, so it carries over a resume (absent: older runs).
         self.worker_restarts = int(state.get("worker_restarts", 0))
         super().load_state_dict(state)
+
+    def process_resources(self) -> list[dict[str, Any]]:
+        # Env workers run no torch; their thread pools are capped at 1 (subproc_worker).
+        out = []
+        for w, pid in enumerate(self.envs.worker_pids):  # type: ignore[attr-defined]
+            try:
+                affinity: list[int] | None = sorted(os.sched_getaffinity(pid))
+            except (OSError, TypeError):  # the worker is gone (or never started)
+                affinity = None
+            out.append({"role": "env_worker", "index": w, "pid": pid, "cpu_affinity": affinity})
+        return out
 
     def worker_metrics(self) -> dict[str, float]:
         return {

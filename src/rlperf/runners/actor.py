@@ -1,0 +1,142 @@
+"""The actor process of the decoupled runner: acts and steps its envs while the learner learns.
+
+Protocol over the actor's own pipe (small messages only; rollouts travel in shared memory):
+
+- learner -> actor: ``("start",)`` once the first weights are published, ``("free", slot)``
+  when the learner has finished reading a slot, ``("stop",)``.
+- actor -> learner: ``("hello", resources)`` after start-up, ``("full", RolloutReport)`` for
+  each filled slot, ``("error", message, traceback)`` before exiting on an exception.
+
+One pipe per actor, not a shared queue: an actor killed mid-message can only break its own
+pipe, which its restart replaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+
+import torch
+
+from rlperf.core.resources import apply_cpu_resources, die_with_parent
+from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.vector import VectorEnv
+from rlperf.models.policy import ActorCritic
+from rlperf.runners.collector import RolloutCollector
+from rlperf.runners.shared_memory import RolloutSlots, SharedPolicyWeights
+from rlperf.telemetry.timers import PhaseTimer
+
+
+@dataclass
+class ActorSetup:
+    """Everything an actor process needs, pickled once when it is spawned."""
+
+    index: int
+    first_env: int
+    """Index of the actor's first env in the learner's batch (for episode reports)."""
+    make_envs: Callable[[], VectorEnv]
+    env_seed: int
+    make_policy: Callable[[], ActorCritic]
+    torch_seed: int
+    device: str
+    precision: str
+    channels_last: bool
+    torch_threads: int
+    cpu_affinity: list[int] | None
+    slots: RolloutSlots
+    slot_ids: list[int]
+    """The slots this actor may fill at start (the learner returns them one by one)."""
+    weights: SharedPolicyWeights
+
+
+@dataclass
+class RolloutReport:
+    """What an actor says about a slot it filled."""
+
+    slot: int
+    policy_version: int
+    """Version of the weights that acted for the whole rollout."""
+    episodes: list[EpisodeEnd]
+    """True games that ended, with env indices in the learner's batch."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Actor-side time: env_step, policy_forward, weight_sync, slot_wait (waiting for a free
+    slot, i.e. for the learner)."""
+
+
+def actor_main(setup: ActorSetup, conn: Connection) -> None:
+    """Entry point of an actor process."""
+    die_with_parent()
+    try:
+        _run(setup, conn)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the learner is gone or closed our pipe: nothing left to do
+    except Exception as exc:  # reported to the learner, which names this actor
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        raise SystemExit(1) from None
+
+
+def _run(setup: ActorSetup, conn: Connection) -> None:
+    apply_cpu_resources(setup.cpu_affinity, setup.torch_threads)
+    torch.manual_seed(setup.torch_seed)
+    device = torch.device(setup.device)
+    envs = setup.make_envs()
+    try:
+        policy = setup.make_policy().to(device)
+        if setup.channels_last:
+            policy.to(memory_format=torch.channels_last)
+        policy.eval()
+        conn.send(
+            (
+                "hello",
+                {
+                    "role": "actor",
+                    "index": setup.index,
+                    "pid": os.getpid(),
+                    "torch_threads": torch.get_num_threads(),
+                    "cpu_affinity": sorted(os.sched_getaffinity(0)),
+                    "device": setup.device,
+                },
+            )
+        )
+        free = deque(setup.slot_ids)
+        while conn.recv()[0] != "start":
+            pass
+        collector = RolloutCollector(
+            envs, policy, device, setup.precision, envs.reset(setup.env_seed)
+        )
+        version = -1
+        timer = PhaseTimer()
+        while True:
+            with timer.phase("slot_wait"):
+                while not free or conn.poll():
+                    message = conn.recv()
+                    if message[0] == "stop":
+                        return
+                    free.append(message[1])
+            slot = free.popleft()
+            with timer.phase("weight_sync"):
+                version = setup.weights.pull(policy, version)
+            episodes = [
+                dataclasses.replace(e, env_index=e.env_index + setup.first_env)
+                for e in collector.collect(setup.slots[slot], timer)
+            ]
+            seconds = timer.lap()
+            report = RolloutReport(
+                slot=slot,
+                policy_version=version,
+                episodes=episodes,
+                seconds={
+                    k: seconds.get(k, 0.0)
+                    for k in ("env_step", "policy_forward", "weight_sync", "slot_wait")
+                },
+            )
+            conn.send(("full", report))
+    finally:
+        envs.close()
