@@ -10,12 +10,19 @@ from tests.conftest import read_metrics, rlperf_subprocess, start_training, wait
 pytestmark = pytest.mark.smoke
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_finishes_the_iteration_and_checkpoints(runs_root, sig):
+@pytest.mark.parametrize(
+    ("sig", "runner"),
+    [(signal.SIGINT, "inproc"), (signal.SIGTERM, "inproc"), (signal.SIGINT, "decoupled")],
+)
+def test_signal_finishes_the_iteration_and_checkpoints(runs_root, sig, runner):
     run_dir = runs_root / "sig"
     proc = start_training(
         "--preset",
         "cartpole",
+        "--runner",
+        runner,
+        "--algo",
+        "impala" if runner == "decoupled" else "ppo",
         "--runs-root",
         str(runs_root),
         "-s",
