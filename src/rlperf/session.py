@@ -22,10 +22,11 @@ from typing import Any
 
 import torch
 
-from rlperf import registry
+from rlperf import data_parallel, registry
 from rlperf.config.load import dump_config
 from rlperf.config.schema import RunConfig
 from rlperf.config.validate import validate
+from rlperf.core import distributed
 from rlperf.core.checkpoint import (
     atomic_write_text,
     checkpoint_name,
@@ -118,17 +119,24 @@ class TrainingSession:
         command: list[str],
         resume_from: Path | None = None,
         progress: bool = True,
+        rank: int | None = None,
     ) -> None:
         validate(cfg)
         registry.check_names(cfg)
         self.cfg = cfg
         self.run_dir = run_dir
         self.command = command
-        self.progress = progress and cfg.telemetry.progress
+        self.rank = rank
+        """This learner's rank among runner.num_learners data-parallel learners; None in a
+        single-learner run (and in the process that launches the learners)."""
+        self.world_size = cfg.runner.num_learners if rank is not None else 1
+        self.is_main = rank in (None, 0)
+        """The process that writes the run directory (records, checkpoints, manifest)."""
+        self.progress = progress and cfg.telemetry.progress and self.is_main
         self.resume_state = load_checkpoint(resume_from) if resume_from is not None else None
         self.exit_code = 0
         """0 when a stop criterion ended the run; 128 + signal number when a signal did."""
-        if self.resume_state is None and (run_dir / "metrics.jsonl").exists():
+        if rank is None and self.resume_state is None and (run_dir / "metrics.jsonl").exists():
             raise ConfigError(
                 f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
             )
@@ -141,13 +149,18 @@ class TrainingSession:
         self.retained_memory = cfg.runner.retain_freed_memory and retain_freed_memory()
         seed_everything(cfg.seed)
         dim = registry.resolve_dim(cfg)
-        self.envs = registry.make_envs(cfg, dim)
-        spaces = registry.env_spaces(cfg, dim, self.envs)
+        local = cfg if self.rank is None else data_parallel.rank_config(cfg, self.rank)
+        self.envs = registry.make_envs(local, dim)
+        spaces = registry.env_spaces(local, dim, self.envs)
         obs_shape = tuple(spaces.observation.shape or ())
         policy = build_model(cfg.model, obs_shape, int(spaces.action.n))
-        self.algo = registry.make_algorithm(cfg, policy)
-        self.runner = registry.make_runner(cfg, self.envs, self.algo, dim, spaces)
-        self.step = self.runner.make_gradient_step(self.algo)
+        seed_everything(local.seed)  # each learner samples its own actions and minibatches
+        self.algo = registry.make_algorithm(local, policy)
+        self.runner = registry.make_runner(local, self.envs, self.algo, dim, spaces)
+        if self.rank is None:
+            self.step = self.runner.make_gradient_step(self.algo)
+        else:
+            self.step = data_parallel.make_gradient_step(self.algo, self.runner, local)
         self.stats = EpisodeStats()
         self.worker_processes: list[dict[str, Any]] = []
         """What the runner's worker processes got (pids, threads, affinity), for the manifest."""
@@ -162,7 +175,11 @@ class TrainingSession:
         try:
             self.algo.load_state_dict(state["algorithm"])
             self.step.load_state_dict(state["optimizer"])
-            self.runner.load_state_dict(state["runner"])
+            self.runner.load_state_dict(
+                state["runner"]
+                if self.is_main
+                else data_parallel.without_env_state(state["runner"])
+            )
             self.stats.load_state_dict(state["episodes"])
             counters = state["counters"]
             set_rng_state(state["rng"])
@@ -320,6 +337,7 @@ class TrainingSession:
                     },
                     *self.worker_processes,
                 ],
+                "num_learners": self.cfg.runner.num_learners,
                 "precision": self.cfg.runner.precision,
                 "channels_last": self.cfg.runner.channels_last,
                 "retain_freed_memory": self.retained_memory,
@@ -332,8 +350,13 @@ class TrainingSession:
 
     def run(self) -> Path:
         """Train until a stop criterion; returns the run directory."""
+        if self.rank is not None:  # a data-parallel learner: its launcher holds the lock
+            return self._run()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with _RunLock(self.run_dir):
+            if self.cfg.runner.num_learners > 1:
+                self.exit_code = data_parallel.launch_learners(self)
+                return self.run_dir
             return self._run()
 
     def _start_resumed(self) -> None:
@@ -358,21 +381,25 @@ class TrainingSession:
     def _run(self) -> Path:
         started = datetime.now(UTC).isoformat()
         self._build()
-        atomic_write_text(self.run_dir / "config.yaml", dump_config(self.cfg))
-        _write_json(self.run_dir / "manifest.json", self._manifest("running", started))
-        if self.resume_state is not None:
-            self._start_resumed()
+        main = self.is_main
+        if main:
+            atomic_write_text(self.run_dir / "config.yaml", dump_config(self.cfg))
+            _write_json(self.run_dir / "manifest.json", self._manifest("running", started))
+            if self.resume_state is not None:
+                self._start_resumed()
 
         timer = PhaseTimer(sync=self._phase_sync())
-        sinks: list[Any] = [
-            JsonlSink(self.run_dir / "metrics.jsonl"),
-            CsvSink(self.run_dir / "progress.csv"),
-        ]
-        if self.cfg.telemetry.tensorboard:
+        sinks: list[Any] = []
+        if main:
+            sinks += [
+                JsonlSink(self.run_dir / "metrics.jsonl"),
+                CsvSink(self.run_dir / "progress.csv"),
+            ]
+        if main and self.cfg.telemetry.tensorboard:
             purge = self.env_steps + 1 if self.resume_state else None
             sinks.append(TensorBoardSink(self.run_dir, purge_step=purge))
         monitor = None
-        if self.cfg.telemetry.sysmon:
+        if main and self.cfg.telemetry.sysmon:
             monitor = SystemMonitor(self.cfg.telemetry.sysmon_interval_s)
         view = ConsoleView(self.progress, title=f"rlperf {self.cfg.algo} on {self.cfg.env.id}")
         status, stop_reason = "running", None
@@ -399,16 +426,18 @@ class TrainingSession:
                         metrics = self.algo.update(batch, self.step, progress)
                     with timer.phase("update"):
                         self.runner.sync_weights()
-                    steps = batch.num_steps * batch.num_envs
+                    steps = batch.num_steps * batch.num_envs * self.world_size
+                    if self.world_size > 1:
+                        with timer.phase("gather"):  # every learner's games count
+                            episodes = distributed.gather_objects(episodes)
+                        timer.add("allreduce", self.step.pop_comm_seconds())  # type: ignore[attr-defined]
                     self.iteration += 1
                     iter_in_process += 1
                     self.env_steps += steps
                     self.stats.add(episodes)
                     mid_iteration = False
                     self.time_total_s = time_before + timer.elapsed()
-                    stop_reason = self._stop_reason() or (
-                        f"signal {signals.received}" if signals.received else None
-                    )
+                    stop_reason = self._decide_stop(signals.received)
                     times = timer.lap()
                     self.time_total_s = time_before + times["wall"]
                     metrics = {**metrics, **self.runner.worker_metrics()}
@@ -418,7 +447,7 @@ class TrainingSession:
                     for sink in sinks:
                         sink.write(record)
                     view.update(record, self._eta(record))
-                    if iter_in_process == 1:  # worker processes have reported what they got
+                    if main and iter_in_process == 1:  # workers have reported what they got
                         self.worker_processes = self.runner.process_resources()
                         _write_json(
                             self.run_dir / "manifest.json", self._manifest("running", started)
@@ -426,7 +455,7 @@ class TrainingSession:
                     # The record goes out before the checkpoint: a kill in between leaves a
                     # row that resume truncates; the other order could lose a row for good.
                     # The checkpoint's time is charged to the next iteration's "other".
-                    if (every and self.iteration % every == 0) or stop_reason is not None:
+                    if main and ((every and self.iteration % every == 0) or stop_reason):
                         with timer.phase("checkpoint"):
                             self.save_checkpoint()
                         last_saved = self.iteration
@@ -445,7 +474,7 @@ class TrainingSession:
             status, stop_reason = "failed", f"worker failure: {exc}"
             self.exit_code = 1
             saved = ""
-            if self.iteration > last_saved and not learner_touched:
+            if main and self.iteration > last_saved and not learner_touched:
                 saved = f"; checkpoint {self.save_checkpoint().name} written"
             elif last_saved:
                 saved = f"; last checkpoint at iteration {last_saved}"
@@ -459,7 +488,7 @@ class TrainingSession:
             # Between iterations the state is consistent: keep what was learned. Midway
             # (envs ahead of the counters, an update half applied) it is not, and the last
             # periodic checkpoint stays the one to resume from.
-            if self.iteration > last_saved and not mid_iteration:
+            if main and self.iteration > last_saved and not mid_iteration:
                 try:
                     self.save_checkpoint()
                 except Exception:  # noqa: BLE001 - the original error matters more
@@ -473,10 +502,22 @@ class TrainingSession:
                 sink.close()
             self.worker_processes = self.runner.process_resources() or self.worker_processes
             self.runner.close()
-            _write_json(
-                self.run_dir / "manifest.json", self._manifest(status, started, stop_reason)
-            )
+            if main:
+                _write_json(
+                    self.run_dir / "manifest.json", self._manifest(status, started, stop_reason)
+                )
         return self.run_dir
+
+    def _decide_stop(self, signal_name: str | None) -> str | None:
+        """The stop reason after this iteration, agreed by all data-parallel learners."""
+
+        def decide(signalled: bool) -> str | None:
+            name = signal_name or "on another learner"
+            return self._stop_reason() or (f"signal {name}" if signalled else None)
+
+        if self.world_size == 1:
+            return decide(signal_name is not None)
+        return distributed.agree_on_stop(signal_name is not None, decide)
 
     def _eta(self, record: dict[str, Any]) -> float | None:
         stop, sps = self.cfg.stop, record["SPS"]

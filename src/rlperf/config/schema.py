@@ -181,6 +181,8 @@ class RunnerConfig:
     """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory) or decoupled (actor processes acting while the learner learns; needs appo or impala)."""
     num_workers: int = 1
     """Env worker processes (subprocess) or actor processes (decoupled); num_envs must divide evenly among them (inproc: no effect)."""
+    num_learners: int = 1
+    """Data-parallel learner processes, each with its own envs, averaging gradients every step (torch.distributed: gloo on CPU, nccl on GPUs, one GPU per learner); the batch per update grows with them."""
     learner_device: str = "cpu"
     """Device of the learner's network: cpu, cuda, cuda:N."""
     actor_device: str = "cpu"

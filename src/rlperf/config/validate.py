@@ -48,6 +48,7 @@ def validate(cfg: RunConfig) -> None:
         ("runner.num_workers", runner.num_workers),
         ("runner.torch_threads", runner.torch_threads),
         ("runner.actor_threads", runner.actor_threads),
+        ("runner.num_learners", runner.num_learners),
         ("runner.slots_per_actor", runner.slots_per_actor),
         ("stop.total_timesteps", stop.total_timesteps),
         ("stop.iterations", stop.iterations),
@@ -85,6 +86,10 @@ def validate(cfg: RunConfig) -> None:
     if env.num_envs % runner.num_workers:
         raise ConfigError(
             f"env.num_envs ({env.num_envs}) must be divisible by runner.num_workers ({runner.num_workers})"
+        )
+    if runner.num_learners > 1 and runner.name not in ("inproc", "subprocess"):
+        raise ConfigError(
+            f"runner.num_learners > 1 works with the inproc and subprocess runners, not {runner.name}"
         )
     _validate_vtrace_algos(cfg)
     if (ppo.num_minibatches is None) == (ppo.minibatch_size is None):

@@ -51,6 +51,9 @@ class LocalGradientStep:
         self.device = device
         self.precision = precision
 
+    def reduce_gradients(self) -> None:
+        """Between backward and clipping: where data-parallel learners average gradients."""
+
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.precision == "bf16":
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
@@ -60,6 +63,7 @@ class LocalGradientStep:
         # set_to_none: no memset of every gradient; backward writes fresh tensors.
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self.reduce_gradients()
         grad_norm = math.nan
         if max_grad_norm is not None:
             grad_norm = float(nn.utils.clip_grad_norm_(self.params, max_grad_norm, foreach=True))
