@@ -1,0 +1,77 @@
+"""Every available backend loads the exports; int8 files are smaller; missing ones are reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlperf.core.errors import UserInputError
+from rlperf.deploy import backends as backends_module
+from rlperf.deploy.backends import BACKENDS, Backend, backend_status, make_backend
+from rlperf.deploy.policy import load_run_policy
+
+
+@pytest.mark.parametrize("name", ["torch", "onnx", "onnx-int8", "tflite", "tflite-int8"])
+def test_backend_round_trip(deployed_run: Path, pong_obs, name: str) -> None:
+    policy = load_run_policy(deployed_run)
+    backend = make_backend(name, policy, threads=1)
+    logits = backend(pong_obs["eval"][:1])
+    assert logits.shape == (1, policy.num_actions) and logits.dtype == np.float32
+
+
+def test_onnx_backend_runs_a_batch(deployed_run: Path, pong_obs) -> None:
+    policy = load_run_policy(deployed_run)
+    assert make_backend("onnx-int8", policy, batch_size=8)(pong_obs["eval"][:8]).shape == (8, 6)
+
+
+def test_int8_files_are_smaller_and_take_raw_frames(deployed_run: Path) -> None:
+    from ai_edge_litert.interpreter import Interpreter
+
+    export = deployed_run / "export"
+    for fp32, int8 in (
+        ("policy.onnx", "policy_int8.onnx"),
+        ("policy.tflite", "policy_int8.tflite"),
+    ):
+        assert (export / int8).stat().st_size < 0.4 * (export / fp32).stat().st_size
+    it = Interpreter(model_path=str(export / "policy_int8.tflite"))
+    (inp,), (out,) = it.get_input_details(), it.get_output_details()
+    assert inp["dtype"] == np.uint8 and inp["quantization"] == (1.0, 0)  # the raw frame
+    assert out["dtype"] == np.uint8  # full integer, as the Edge TPU compiler requires
+
+
+class _FakeRuntimeBackend(Backend):
+    """A fake backend whose runtime package is not installed."""
+
+    name = "fake-runtime"
+    modules = ("rlperf_no_such_runtime",)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        raise AssertionError("never built")
+
+
+def test_unavailable_backend_is_listed_not_a_crash(
+    deployed_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(BACKENDS, "fake-runtime", _FakeRuntimeBackend)
+    status = dict(backend_status())
+    assert "rlperf_no_such_runtime" in status["fake-runtime"]
+    with pytest.raises(UserInputError, match="backend fake-runtime is not available here"):
+        make_backend("fake-runtime", load_run_policy(deployed_run))
+
+
+def test_edgetpu_without_device_says_so(deployed_run: Path, monkeypatch) -> None:
+    monkeypatch.setattr(backends_module, "EDGETPU_LIBRARY", "libedgetpu-absent-for-test.so.1")
+    with pytest.raises(UserInputError, match="no Edge TPU found"):
+        make_backend("edgetpu", load_run_policy(deployed_run))
+
+
+def test_unknown_backend_and_missing_file(run_copy: Path) -> None:
+    policy = load_run_policy(run_copy)
+    with pytest.raises(UserInputError, match="unknown backend 'onnx8'; valid: torch, onnx"):
+        make_backend("onnx8", policy)
+    (run_copy / "export" / "policy_int8.onnx").unlink()
+    with pytest.raises(UserInputError, match="rlperf quantize"):
+        make_backend("onnx-int8", policy)
+    assert "no policy_int8.onnx yet" in dict(backend_status(policy))["onnx-int8"]

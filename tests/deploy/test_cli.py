@@ -1,0 +1,107 @@
+"""CLI smoke: export, dataset, quantize, infer; bad input is one line and exit code 2."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlperf.cli import main
+from tests.conftest import rlperf_subprocess
+
+
+def test_export_dataset_quantize_infer(run_copy: Path, tmp_path: Path, capsys) -> None:
+    assert main(["export", str(run_copy), "--format", "onnx", "--force"]) == 0
+    assert "policy.onnx" in capsys.readouterr().out
+    obs_file = tmp_path / "obs.npy"
+    assert (
+        main(["dataset", str(run_copy), "--n", "120", "-o", str(obs_file), "--play", "policy"]) == 0
+    )
+    assert np.load(obs_file, allow_pickle=False).shape == (120, 4, 84, 84)
+    assert (
+        main(["quantize", str(run_copy), "--dataset", str(obs_file), "--format", "onnx", "--force"])
+        == 0
+    )
+    assert "KiB ->" in capsys.readouterr().out
+    csv_file = tmp_path / "t.csv"
+    args = [
+        "infer",
+        str(run_copy),
+        "--backend",
+        "onnx-int8",
+        "--steps",
+        "50",
+        "--time-output",
+        str(csv_file),
+    ]
+    assert main(args) == 0
+    summary = capsys.readouterr().out
+    assert "onnx-int8: 0 episodes (+1 unfinished), 50 calls of batch 1" in summary
+    rows = list(csv.DictReader(csv_file.open()))
+    assert list(rows[0]) == [
+        "episode",
+        "steps",
+        "total_model_time_ms",
+        "mean_step_ms",
+        "p50",
+        "p99",
+        "reward",
+    ]
+    assert int(rows[0]["steps"]) == 50 and float(rows[0]["p50"]) > 0
+    assert main(args) == 2  # the CSV exists: not overwritten without --force
+
+
+def test_infer_batch_and_fidelity_cli(deployed_run: Path, capsys) -> None:
+    assert (
+        main(["infer", str(deployed_run), "--backend", "onnx", "--steps", "5", "--batch-size", "4"])
+        == 0
+    )
+    assert "5 calls of batch 4" in capsys.readouterr().out
+    code = main(
+        ["infer", str(deployed_run), "--check-fidelity", "--backend", "onnx", "--backend", "tflite"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and out.count(" ok") == 2, out
+
+
+def test_cartpole_dataset_cli(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cp.npy"
+    assert main(["dataset", "--env", "CartPole-v1", "--n", "200", "-o", str(out)]) == 0
+    assert "episode resets" in capsys.readouterr().out
+    assert np.load(out).dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["export", "{missing}", "--format", "onnx"], "does not exist"),
+        (["export", "{run}", "--format", "pb"], "invalid choice: 'pb'"),
+        (
+            ["infer", "{run}", "--backend", "onnx9", "--steps", "3"],
+            "unknown backend 'onnx9'; valid:",
+        ),
+        (["quantize", "{run}", "--dataset", "{txt}"], "is not a .npy file"),
+        (["dataset", "--env", "CartPole-v1", "-o", "{txt}"], "must end in .npy"),
+        (["infer", "{run}", "--backend", "edgetpu", "--steps", "3"], "no Edge TPU found"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    deployed_run: Path, tmp_path: Path, capsys, args, message
+) -> None:
+    txt = tmp_path / "obs.txt"
+    txt.write_text("1 2 3\n")
+    fill = {"run": str(deployed_run), "missing": str(tmp_path / "nope"), "txt": str(txt)}
+    assert main([a.format(**fill) for a in args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rlperf: error:") and message in err[0], err
+
+
+def test_list_backends_in_a_fresh_process() -> None:
+    proc = rlperf_subprocess("infer", "--list-backends", timeout=120)
+    assert proc.returncode == 0
+    lines = dict(line.split(None, 1) for line in proc.stdout.splitlines())
+    assert lines["onnx"] == "available" and lines["edgetpu"].startswith(
+        "unavailable: no Edge TPU found"
+    )
