@@ -1,4 +1,5 @@
-"""The ``rlperf`` command line: train, models, doctor; export, dataset, quantize, infer.
+"""The ``rlperf`` command line: train, models, doctor; export, dataset, quantize, infer;
+sweep, tune, report, study.
 
 Bad input never shows a traceback: it is one line, ``rlperf: error: ...``, and exit code 2.
 """
@@ -344,6 +345,30 @@ def cmd_infer(argv: Sequence[str]) -> int:
     return run(argv)
 
 
+def cmd_sweep(argv: Sequence[str]) -> int:
+    from rlperf.sweep.commands import cmd_sweep as run
+
+    return run(argv)
+
+
+def cmd_tune(argv: Sequence[str]) -> int:
+    from rlperf.sweep.commands import cmd_tune as run
+
+    return run(argv)
+
+
+def cmd_report(argv: Sequence[str]) -> int:
+    from rlperf.report.command import cmd_report as run
+
+    return run(argv)
+
+
+def cmd_study(argv: Sequence[str]) -> int:
+    from rlperf.study import cmd_study as run
+
+    return run(argv)
+
+
 COMMANDS = {
     "train": cmd_train,
     "models": cmd_models,
@@ -353,6 +378,11 @@ COMMANDS = {
     "dataset": cmd_dataset,
     "quantize": cmd_quantize,
     "infer": cmd_infer,
+    # experiments (rlperf.sweep, rlperf.report, rlperf.study)
+    "sweep": cmd_sweep,
+    "tune": cmd_tune,
+    "report": cmd_report,
+    "study": cmd_study,
 }
 
 
@@ -360,14 +390,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(
-            "usage: rlperf {train,models,doctor,export,dataset,quantize,infer} ...\n\n"
+            "usage: rlperf {train,models,doctor,export,dataset,quantize,infer,sweep,tune,report,study} ...\n\n"
             "  train     train an agent (rlperf train --help for every option)\n"
             "  models    list the built-in models\n"
             "  doctor    machine facts and the recommended device placement\n"
             "  export    export a run's policy to ONNX or TFLite\n"
             "  dataset   record game observations (for calibration and fidelity checks)\n"
             "  quantize  int8 quantization calibrated on recorded observations\n"
-            "  infer     timed greedy episodes with an inference backend; --check-fidelity"
+            "  infer     timed greedy episodes with an inference backend; --check-fidelity\n"
+            "  sweep     run a grid or list of configs, each in its own process (resumable)\n"
+            "  tune      search for the fastest runner, engine, workers and threads here\n"
+            "  report    HTML report (figures, tables, diagnosis) from run or sweep directories\n"
+            "  study     a whole study in one command: rlperf study quick"
         )
         return 0 if argv else EXIT_USAGE
     command, rest = argv[0], argv[1:]

@@ -1,0 +1,156 @@
+"""Comparisons across configurations: scaling curves and their knee, speed-ups against a
+baseline, and the time each run took to reach a reward target."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rlperf.report.load import RunData
+from rlperf.report.summary import PHASES, RunSummary
+
+KNEE_FRACTION = 0.9
+"""The knee of a scaling curve: the smallest x whose median SPS reaches this fraction of
+the curve's best. Past it, more workers or envs buy at most 10% more throughput."""
+
+
+@dataclass
+class ScalingCurve:
+    """SPS of configurations that differ only in worker processes or envs."""
+
+    group: str
+    """What the configurations share (runner, engine, model, devices...)."""
+    axis: str
+    """``workers`` or ``envs``."""
+    points: list[tuple[int, RunSummary]]
+    """(x, summary), x ascending."""
+
+    @property
+    def knee(self) -> tuple[int, RunSummary] | None:
+        scored = [(x, s) for x, s in self.points if s.sps_median is not None]
+        if not scored:
+            return None
+        best = max(s.sps_median for _, s in scored)  # type: ignore[type-var]
+        for x, s in scored:
+            if s.sps_median >= KNEE_FRACTION * best:  # type: ignore[operator]
+                return x, s
+        return None
+
+
+def _group_key(s: RunSummary, axis: str) -> tuple[Any, ...]:
+    key: tuple[Any, ...] = (
+        s.algo,
+        s.env_id,
+        s.model,
+        s.runner,
+        s.engine,
+        s.learner_device,
+        s.actor_device,
+        s.precision,
+        s.torch_threads,
+    )
+    if axis == "envs":
+        key += (s.workers,)
+    return key
+
+
+def _group_label(s: RunSummary, axis: str) -> str:
+    parts = [s.runner, s.engine, s.model]
+    if s.learner_device != "cpu" or s.actor_device != "cpu":
+        parts.append(f"learner {s.learner_device}, actors {s.actor_device}")
+    if s.precision != "fp32":
+        parts.append(s.precision)
+    if s.torch_threads:
+        parts.append(f"{s.torch_threads} threads")
+    if axis == "envs" and s.workers:
+        parts.append(f"{s.workers} workers")
+    return ", ".join(parts)
+
+
+def scaling_curves(summaries: list[RunSummary]) -> list[ScalingCurve]:
+    """Curves of SPS against workers (worker runners) and against envs (in process), one
+    per group of configurations that differ only in that; groups with one x are left out."""
+    curves = []
+    for axis in ("workers", "envs"):
+        groups: dict[tuple[Any, ...], dict[int, RunSummary]] = {}
+        for s in summaries:
+            if s.sps_median is None:
+                continue
+            if axis == "workers" and s.workers is None:
+                continue
+            x = s.workers if axis == "workers" else s.num_envs
+            assert x is not None
+            groups.setdefault(_group_key(s, axis), {}).setdefault(x, s)
+        for by_x in groups.values():
+            if len(by_x) < 2:
+                continue
+            points = sorted(by_x.items())
+            curves.append(ScalingCurve(_group_label(points[0][1], axis), axis, points))
+    # a worker sweep changes num_envs too: keep the envs curve only if no workers curve has
+    # the same configurations
+    seen = {id(s) for c in curves if c.axis == "workers" for _, s in c.points}
+    return [c for c in curves if c.axis == "workers" or not all(id(s) in seen for _, s in c.points)]
+
+
+@dataclass
+class SpeedUp:
+    """One configuration against the baseline: ratios > 1 mean faster than the baseline."""
+
+    label: str
+    sps: float | None
+    phases: dict[str, float | None]
+    """Baseline phase time / this phase time."""
+
+
+def speedups(summaries: list[RunSummary], baseline: str) -> list[SpeedUp]:
+    """Speed-up of every configuration over ``baseline`` (a label)."""
+    base = next(s for s in summaries if s.label == baseline)
+    out = []
+    for s in summaries:
+        sps = s.sps_median / base.sps_median if s.sps_median and base.sps_median else None
+        phases: dict[str, float | None] = {}
+        for p in PHASES:
+            a, b = base.phase_ms.get(p), s.phase_ms.get(p)
+            phases[p] = a / b if a and b else None
+        out.append(SpeedUp(s.label, sps, phases))
+    return out
+
+
+@dataclass
+class TimeToTarget:
+    """When a run's mean reward first reached the target (None: not reached)."""
+
+    label: str
+    target: float
+    env_steps: int | None
+    wall_s: float | None
+    best: float | None
+
+
+def time_to_target(runs: list[RunData], target: float | None) -> list[TimeToTarget]:
+    """Env steps and training seconds until ``episode_reward_mean`` first reached the target
+    (each run's own ``stop.target_reward`` when ``target`` is None; runs without one are left
+    out)."""
+    out = []
+    for run in runs:
+        goal = target if target is not None else run.get("stop.target_reward")
+        if goal is None:
+            continue
+        hit = None
+        best = None
+        for r in run.records:
+            value = r.get("episode_reward_mean")
+            if isinstance(value, int | float):
+                best = value if best is None else max(best, value)
+                if hit is None and value >= goal:
+                    hit = r
+        out.append(
+            TimeToTarget(
+                run.label,
+                float(goal),
+                int(hit["timesteps_total"]) if hit else None,
+                float(hit["time_total_s"]) if hit else None,
+                best,
+            )
+        )
+    return out

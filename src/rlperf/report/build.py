@@ -1,0 +1,502 @@
+"""``rlperf report``: run, sweep and inference directories in; ``index.html``, PNG figures and
+CSV/Markdown tables out.
+
+Sections follow the thesis's analysis: per-phase time per configuration (its Figures
+4.4-4.8) and the stacked breakdown (4.9); CPU, RAM and GPU use (4.1-4.3, 4.10); then what
+the thesis did not have: throughput against workers or envs with the knee marked,
+speed-ups against a baseline, learning curves against env steps and wall-clock time, time
+to a target reward, energy per million frames; the inference latency table (Table 4.1's
+shape) with fidelity columns; and a diagnosis per configuration.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rlperf.core.errors import UserInputError
+from rlperf.report import plots
+from rlperf.report.analysis import scaling_curves, speedups, time_to_target
+from rlperf.report.diagnose import diagnose
+from rlperf.report.load import Collection, InferenceData, RunData, collect
+from rlperf.report.render import FigureBlock, Section, render_page
+from rlperf.report.summary import PHASES, RunSummary, summarise
+from rlperf.report.tables import Table
+
+INDEX = "index.html"
+
+
+@dataclass
+class ReportResult:
+    """What a report wrote."""
+
+    index: Path
+    figures: list[Path] = field(default_factory=list)
+    tables: list[Path] = field(default_factory=list)
+    summaries: list[RunSummary] = field(default_factory=list)
+
+
+def _prov(items: list[RunData] | list[InferenceData]) -> tuple[list[str], list[str]]:
+    return [i.command for i in items], [i.machine for i in items if i.manifest]
+
+
+def _summary_table(summaries: list[RunSummary]) -> Table:
+    t = Table(
+        "summary",
+        "Configurations (steady iterations: warm-up left out)",
+        [
+            "configuration",
+            "status",
+            "algo",
+            "runner",
+            "engine",
+            "workers",
+            "envs",
+            "model",
+            "learner",
+            "actors",
+            "steady iters",
+            "SPS median",
+            "SPS q1",
+            "SPS q3",
+            "iteration s",
+            "env steps",
+            "final return",
+        ],
+    )
+    for s in summaries:
+        q1, med, q3 = s.sps if s.sps else (None, None, None)
+        t.rows.append(
+            [
+                s.label,
+                s.status + (" (warm-up only)" if s.warmup_only else ""),
+                s.algo,
+                s.runner,
+                s.engine,
+                s.workers,
+                s.num_envs,
+                s.model,
+                s.learner_device,
+                s.actor_device,
+                s.steady,
+                med,
+                q1,
+                q3,
+                s.iteration_s,
+                s.timesteps,
+                s.final_reward,
+            ]
+        )
+    return t
+
+
+def _sweep_table(col: Collection) -> Table:
+    t = Table("sweep_status", "Sweep points", ["sweep", "point", "status", "attempts", "detail"])
+    for sweep in col.sweeps:
+        for point, r in sweep.points.items():
+            status = r["status"]
+            if status == "skipped":
+                detail = r.get("reason", "")
+            elif status in ("failed", "interrupted", "running"):
+                detail = r.get("error") or (
+                    "interrupted while running" if status == "running" else ""
+                )
+            else:
+                detail = ""
+            flags = r.get("flags") or []
+            if flags:
+                detail = (detail + " " if detail else "") + f"[{'; '.join(flags)}]"
+            t.rows.append([sweep.name, point, status, r.get("attempt"), detail])
+    return t
+
+
+def _phase_table(summaries: list[RunSummary]) -> Table:
+    t = Table(
+        "phases",
+        "Mean time per iteration by phase (ms) and share (%)",
+        [
+            "configuration",
+            *[f"{p} ms" for p in PHASES],
+            "iteration ms",
+            *[f"{p} %" for p in PHASES],
+        ],
+    )
+    for s in summaries:
+        total = sum(s.phase_ms.values()) if s.phase_ms else None
+        t.rows.append(
+            [
+                s.label,
+                *[s.phase_ms.get(p) for p in PHASES],
+                total,
+                *[s.phase_pct.get(p) for p in PHASES],
+            ]
+        )
+    return t
+
+
+def _resource_table(summaries: list[RunSummary]) -> Table:
+    gpus = sorted(
+        {i for s in summaries for i in s.gpu_util} | {i for s in summaries for i in s.gpu_mem}
+    )
+    t = Table(
+        "resources",
+        "Resource use (mean over steady iterations)",
+        [
+            "configuration",
+            "CPU % (machine)",
+            "RAM % (machine)",
+            "RSS MiB (run)",
+            *[f"GPU{i} util %" for i in gpus],
+            *[f"GPU{i} mem %" for i in gpus],
+        ],
+    )
+    for s in summaries:
+        t.rows.append(
+            [
+                s.label,
+                s.cpu_percent,
+                s.ram_percent,
+                s.rss_mb,
+                *[s.gpu_util.get(i) for i in gpus],
+                *[s.gpu_mem.get(i) for i in gpus],
+            ]
+        )
+    return t
+
+
+def _inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
+    models = list(dict.fromkeys(str(i.result.get("model")) for i in items))
+    backends = list(dict.fromkeys(plots._backend_name(i) for i in items))
+    latency = Table(
+        "inference_latency",
+        "Model time per call, p50 / p99 (ms), batch as noted (the shape of the thesis's Table 4.1)",
+        ["model", *backends],
+    )
+    for model in models:
+        row: list[Any] = [model]
+        for b in backends:
+            hit = next(
+                (
+                    i
+                    for i in items
+                    if str(i.result.get("model")) == model and plots._backend_name(i) == b
+                ),
+                None,
+            )
+            if hit is None or hit.result.get("p50_ms") is None:
+                row.append(None)
+            else:
+                row.append(
+                    f"{hit.result['p50_ms']:.3f} / {hit.result.get('p99_ms', float('nan')):.3f}"
+                )
+        latency.rows.append(row)
+    fidelity = Table(
+        "inference_fidelity",
+        "Fidelity against torch fp32 (action agreement on recorded observations)",
+        [
+            "model",
+            "backend",
+            "precision",
+            "calls",
+            "p50 ms",
+            "p99 ms",
+            "mean ms",
+            "agreement",
+            "max |dlogits|",
+            "relative",
+            "fidelity",
+            "runtime",
+        ],
+    )
+    for i in items:
+        r = i.result
+        f = r.get("fidelity") or {}
+        verdict = "-" if not f else ("pass" if f.get("passed") else f"FAIL: {f.get('problem')}")
+        fidelity.rows.append(
+            [
+                r.get("model"),
+                plots._backend_name(i),
+                r.get("precision"),
+                r.get("calls"),
+                r.get("p50_ms"),
+                r.get("p99_ms"),
+                r.get("mean_ms"),
+                f"{f['agreement']:.2%}" if f.get("agreement") is not None else None,
+                f.get("max_abs_dlogits"),
+                f.get("rel_dlogits"),
+                verdict,
+                r.get("detail") or r.get("source"),
+            ]
+        )
+    return latency, fidelity
+
+
+def _check_output(out_dir: Path, inputs: list[Path]) -> None:
+    for marker in ("metrics.jsonl", "sweep.jsonl", "inference.json", "config.yaml"):
+        if (out_dir / marker).exists():
+            raise UserInputError(
+                f"output {out_dir} holds {marker}: it is a run or sweep directory; give another -o DIR"
+            )
+    resolved = out_dir.resolve()
+    for path in inputs:
+        if resolved == Path(path).resolve():
+            raise UserInputError(
+                f"output {out_dir} is one of the input directories; give another -o DIR"
+            )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserInputError(f"output {out_dir} exists and is not a directory")
+
+
+def build_report(
+    paths: list[Path],
+    out_dir: Path,
+    *,
+    baseline: str | None = None,
+    target: float | None = None,
+    title: str | None = None,
+    command: str | None = None,
+) -> ReportResult:
+    """Read ``paths``, write the report into ``out_dir``; UserInputError on bad input."""
+    out_dir = Path(out_dir)
+    _check_output(out_dir, paths)
+    col = collect([Path(p) for p in paths])
+    summaries = [summarise(r) for r in col.runs]
+    labels = [s.label for s in summaries]
+    if baseline is not None and baseline not in labels:
+        raise UserInputError(
+            f"baseline {baseline!r} is not a configuration of this report; valid: {', '.join(labels) or 'none'}"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = ReportResult(out_dir / INDEX, summaries=summaries)
+    sections: list[Section] = []
+    run_machines = [r.machine for r in col.runs if r.manifest]
+
+    def figure(name: str, draw: Any, caption: str, alt: str, items: Any) -> FigureBlock:
+        path = draw(out_dir / name)
+        result.figures.append(path)
+        cmds, machines = _prov(items)
+        return FigureBlock(name, alt, caption, cmds, machines)
+
+    def tables(*ts: Table) -> list[Table]:
+        for t in ts:
+            result.tables += t.write(out_dir)
+        return list(ts)
+
+    if summaries:
+        overview = Section("overview", "Configurations")
+        overview.paragraphs.append(
+            f"{len(summaries)} training configuration(s). Warm-up iterations (marked in each "
+            "run's records) are left out of every number: the thesis discarded its first 3-4 "
+            "GPU iterations by hand. SPS = env steps per second (frames = env steps x frameskip)."
+        )
+        for sweep in col.sweeps:
+            if sweep.description:
+                overview.paragraphs.append(f"Sweep {sweep.name}: {sweep.description}")
+        overview.tables = tables(_summary_table(summaries))
+        sections.append(overview)
+    if col.sweeps:
+        status = Section("sweeps", "Sweep status")
+        status.paragraphs.append(
+            "Every point of every sweep with its latest status. Points that need hardware this "
+            "machine lacks are skipped, not failed; flagged points ran with more worker "
+            "processes than cores."
+        )
+        status.tables = tables(_sweep_table(col))
+        sections.append(status)
+    if summaries:
+        phases = Section("phases", "Time per phase")
+        phases.paragraphs.append(
+            "sample = acting and env stepping, load = moving the batch to the learner, learn = "
+            "the gradient steps, update = sending weights to the actors, other = the rest of "
+            "the iteration. They add up to the iteration's wall time."
+        )
+        phases.figures.append(
+            figure(
+                "phase_times.png",
+                lambda p: plots.phase_times(summaries, p),
+                "Mean milliseconds per iteration of each phase (thesis Figures 4.4-4.8).",
+                "bar charts of sample, load, learn and update time per configuration",
+                col.runs,
+            )
+        )
+        phases.figures.append(
+            figure(
+                "phase_breakdown.png",
+                lambda p: plots.phase_breakdown(summaries, p),
+                "Iteration time split into phases, in milliseconds and in percent (thesis Figure 4.9).",
+                "stacked bars of the phase split per configuration",
+                col.runs,
+            )
+        )
+        phases.tables = tables(_phase_table(summaries))
+        sections.append(phases)
+
+        res = Section("resources", "CPU, RAM and GPU use")
+        res.figures.append(
+            figure(
+                "utilisation.png",
+                lambda p: plots.utilisation(summaries, p),
+                "Mean whole-machine CPU and RAM use, the run's resident memory and, where "
+                "measured, GPU use (thesis Figures 4.1-4.3 and 4.10).",
+                "bar charts of CPU, RAM and GPU use per configuration",
+                col.runs,
+            )
+        )
+        res.tables = tables(_resource_table(summaries))
+        sections.append(res)
+
+        sections.append(_scaling_section(summaries, col, baseline or labels[0], figure, tables))
+        sections.append(_learning_section(summaries, col, target, figure, tables))
+    if col.inference:
+        inf = Section("inference", "Inference latency and fidelity")
+        inf.paragraphs.append(
+            "Each call is timed alone (input copy and (de)quantization included, env step "
+            "excluded), after untimed warm-up calls. Fidelity compares each backend's greedy "
+            "action with torch fp32 on recorded game observations; the thesis's int8 policy "
+            "lost every game and nothing checked it."
+        )
+        latency, fid = _inference_tables(col.inference)
+        inf.figures.append(
+            figure(
+                "inference_latency.png",
+                lambda p: plots.inference(col.inference, p),
+                "Model time per call by backend and model (thesis Figures 4.12-4.13, Table 4.1).",
+                "grouped bars of inference latency per backend and model",
+                col.inference,
+            )
+        )
+        inf.tables = tables(latency, fid)
+        sections.append(inf)
+    if summaries:
+        diag = Section("diagnosis", "Diagnosis")
+        diag.paragraphs.append(
+            "What bounds each configuration, from its phase split and the learner's and "
+            "actors' rates (perf/learner_samples_per_s, perf/actor_steps_per_s)."
+        )
+        diag.items = [f"{s.label}: {diagnose(s)}" for s in summaries]
+        sections.append(diag)
+    prov = Section("provenance", "Commands and machines")
+    prov_table = Table(
+        "runs",
+        "Where every number comes from",
+        ["configuration", "command", "machine", "directory"],
+    )
+    for item in [*col.runs, *col.inference]:
+        prov_table.rows.append([item.label, item.command, item.machine, str(item.path)])
+    prov.tables = tables(prov_table)
+    sections.append(prov)
+
+    machines = list(dict.fromkeys(run_machines + [i.machine for i in col.inference if i.manifest]))
+    meta = [
+        f"Generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} by rlperf {_version()}"
+        + (f" with: {command}" if command else ""),
+        "Machine: " + ("; ".join(machines) if machines else "unknown"),
+    ]
+    page = render_page(title or "rlperf report", meta, sections)
+    result.index.write_text(page, encoding="utf-8")
+    return result
+
+
+def _scaling_section(summaries, col, baseline, figure, tables) -> Section:  # noqa: ANN001
+    sec = Section("scaling", "Scaling and speed-up")
+    curves = scaling_curves(summaries)
+    if curves:
+        sec.paragraphs.append(
+            "Median SPS (bars: interquartile range) of configurations that differ only in "
+            "their worker processes or envs. The knee is the smallest count reaching 90% of "
+            "the best throughput: past it, more workers buy little."
+        )
+        sec.figures.append(
+            figure(
+                "scaling.png",
+                lambda p: plots.scaling(curves, p),
+                "Throughput against workers / envs, knee dashed.",
+                "line chart of SPS against workers or envs",
+                [
+                    r
+                    for r in col.runs
+                    if any(r.label == s.label for c in curves for _, s in c.points)
+                ],
+            )
+        )
+        knee = Table(
+            "scaling", "Throughput curves", ["curve", "axis", "count", "SPS median", "knee"]
+        )
+        for c in curves:
+            k = c.knee
+            for x, s in c.points:
+                knee.rows.append(
+                    [c.group, c.axis, x, s.sps_median, "knee" if k and k[0] == x else ""]
+                )
+        sec.tables += tables(knee)
+    else:
+        sec.paragraphs.append(
+            "No configurations differ only in worker processes or envs, so there is no scaling "
+            "curve (the workers sweep makes one)."
+        )
+    if len(summaries) > 1:
+        ups = speedups(summaries, baseline)
+        t = Table(
+            "speedup",
+            f"Speed-up against {baseline} (> 1 = faster; per phase: baseline time / this time)",
+            ["configuration", "SPS speed-up", *[f"{p}" for p in PHASES]],
+        )
+        for u in ups:
+            t.rows.append([u.label, u.sps, *[u.phases[p] for p in PHASES]])
+        sec.tables += tables(t)
+    return sec
+
+
+def _learning_section(summaries, col, target, figure, tables) -> Section:  # noqa: ANN001
+    sec = Section("learning", "Learning, time to target, energy")
+    sec.figures.append(
+        figure(
+            "learning_curves.png",
+            lambda p: plots.learning_curves(col.runs, p),
+            "Mean return of the last 100 true games against env steps and against training time.",
+            "learning curves per configuration",
+            col.runs,
+        )
+    )
+    hits = time_to_target(col.runs, target)
+    if hits:
+        t = Table(
+            "time_to_target",
+            "Time to the target return",
+            ["configuration", "target", "env steps", "training s", "best return"],
+        )
+        for h in hits:
+            t.rows.append([h.label, h.target, h.env_steps, h.wall_s, h.best])
+        sec.tables += tables(t)
+        missing = [h.label for h in hits if h.env_steps is None]
+        if missing:
+            sec.paragraphs.append(f"Target not reached by: {', '.join(missing)}.")
+    else:
+        sec.paragraphs.append(
+            "No target return was set (stop.target_reward in the runs, or --target R): no time-to-target table."
+        )
+    energy = Table(
+        "energy",
+        "Energy per million frames (CPU package, RAPL)",
+        ["configuration", "J per million frames", "frames per env step"],
+    )
+    for s in summaries:
+        energy.rows.append([s.label, s.energy_j_per_mframes, s.frameskip])
+    if any(s.energy_j_per_mframes is not None for s in summaries):
+        sec.tables += tables(energy)
+    else:
+        sec.paragraphs.append(
+            "Energy was not measured: no run could read the RAPL energy counters "
+            "(/sys/class/powercap; usually root only, absent in many VMs)."
+        )
+    return sec
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("rlperf")
+    except importlib.metadata.PackageNotFoundError:
+        return "(source tree)"

@@ -1,0 +1,266 @@
+"""The report's figures as PNG files.
+
+Figures are drawn on matplotlib's Agg canvas directly (``Figure`` + ``FigureCanvasAgg``),
+never through ``pyplot``: no global backend switch, no display needed, nothing kept alive
+between figures. Every axis names its quantity and unit. Configurations are horizontal
+bars (their labels are long sweep point names), in the order the report lists them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from rlperf.report.analysis import ScalingCurve
+from rlperf.report.load import InferenceData, RunData
+from rlperf.report.summary import PHASES, RunSummary
+
+DPI = 100
+COLORS = {
+    "sample": "#4c72b0",
+    "load": "#dd8452",
+    "learn": "#55a868",
+    "update": "#c44e52",
+    "other": "#8c8c8c",
+}
+PHASE_TEXT = {
+    "sample": "sample: acting and env steps",
+    "load": "load: batch to the learner",
+    "learn": "learn: gradient steps",
+    "update": "update: weights to the actors",
+    "other": "other: the rest",
+}
+
+
+def _figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    fig.savefig(path, format="png", dpi=DPI)
+    return path
+
+
+def _bar_height(n: int) -> float:
+    return max(2.6, 0.32 * n + 1.4)
+
+
+def _hbars(ax, labels: list[str], values: list[float | None], color: str, unit: str) -> None:  # noqa: ANN001
+    ys = list(range(len(labels)))
+    shown = [v if v is not None else 0.0 for v in values]
+    ax.barh(ys, shown, color=color)
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()  # first configuration on top, as in the tables
+    top = max(shown) if shown else 0.0
+    for y, v in zip(ys, values, strict=True):
+        text = "n/a" if v is None else f"{v:,.3g}"
+        ax.text((v or 0.0) + top * 0.01, y, text, va="center", fontsize=8)
+    ax.set_xlim(0, top * 1.18 if top > 0 else 1)
+    ax.set_xlabel(unit)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def phase_times(summaries: list[RunSummary], path: Path) -> Path:
+    """Mean time per iteration of each phase, one panel per phase (thesis Figures 4.4-4.8)."""
+    labels = [s.label for s in summaries]
+    fig = _figure(12, 2 * _bar_height(len(labels)))
+    axes = fig.subplots(2, 2, sharey=True)
+    for ax, phase in zip(axes.flat, ("sample", "load", "learn", "update"), strict=True):
+        _hbars(
+            ax,
+            labels,
+            [s.phase_ms.get(phase) for s in summaries],
+            COLORS[phase],
+            "ms per iteration",
+        )
+        ax.set_title(PHASE_TEXT[phase], fontsize=10)
+    fig.suptitle("Time per iteration by phase (mean over steady iterations)")
+    return _save(fig, path)
+
+
+def phase_breakdown(summaries: list[RunSummary], path: Path) -> Path:
+    """Stacked phases per configuration: milliseconds (left) and percent (right) (thesis
+    Figure 4.9)."""
+    labels = [s.label for s in summaries]
+    fig = _figure(12, _bar_height(len(labels)) + 0.8)
+    left, right = fig.subplots(1, 2, sharey=True)
+    ys = list(range(len(labels)))
+    start_ms = [0.0] * len(labels)
+    start_pct = [0.0] * len(labels)
+    for phase in PHASES:
+        ms = [s.phase_ms.get(phase, 0.0) for s in summaries]
+        pct = [s.phase_pct.get(phase, 0.0) for s in summaries]
+        left.barh(ys, ms, left=start_ms, color=COLORS[phase], label=phase)
+        right.barh(ys, pct, left=start_pct, color=COLORS[phase], label=phase)
+        for y, p, x0 in zip(ys, pct, start_pct, strict=True):
+            if p >= 8:
+                right.text(
+                    x0 + p / 2, y, f"{p:.0f}%", ha="center", va="center", fontsize=7, color="white"
+                )
+        start_ms = [a + b for a, b in zip(start_ms, ms, strict=True)]
+        start_pct = [a + b for a, b in zip(start_pct, pct, strict=True)]
+    left.set_yticks(ys, labels)
+    left.invert_yaxis()
+    left.set_xlabel("ms per iteration")
+    left.set_title("Iteration time", fontsize=10)
+    right.set_xlim(0, 100)
+    right.set_xlabel("% of the iteration")
+    right.set_title("Share of each phase", fontsize=10)
+    right.legend(loc="lower right", fontsize=8, ncols=5, bbox_to_anchor=(1.0, 1.06), frameon=False)
+    for ax in (left, right):
+        ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def utilisation(summaries: list[RunSummary], path: Path) -> Path:
+    """CPU, RAM and (where measured) GPU use per configuration (thesis Figures 4.1-4.3, 4.10)."""
+    labels = [s.label for s in summaries]
+    gpus = sorted({i for s in summaries for i in s.gpu_util})
+    panels = [
+        ("CPU use, whole machine", "% of all cores", [s.cpu_percent for s in summaries], "#4c72b0"),
+        ("RAM use, whole machine", "% of RAM", [s.ram_percent for s in summaries], "#dd8452"),
+        ("Memory of the run's processes", "resident MiB", [s.rss_mb for s in summaries], "#937860"),
+    ]
+    for i in gpus:
+        panels.append(
+            (f"GPU {i} use", "% busy (NVML)", [s.gpu_util.get(i) for s in summaries], "#55a868")
+        )
+    cols = 2
+    rows = (len(panels) + 1) // cols
+    fig = _figure(12, rows * _bar_height(len(labels)))
+    axes = fig.subplots(rows, cols, sharey=True, squeeze=False)
+    for ax, (title, unit, values, color) in zip(axes.flat, panels, strict=False):
+        _hbars(ax, labels, values, color, unit)
+        ax.set_title(title, fontsize=10)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_axis_off()
+        if not gpus:
+            ax.text(
+                0.5,
+                0.5,
+                "no GPU utilisation recorded\n(no GPU, or NVML not installed)",
+                ha="center",
+                va="center",
+                fontsize=9,
+                transform=ax.transAxes,
+            )
+    fig.suptitle("Resource use (mean over steady iterations)")
+    return _save(fig, path)
+
+
+def scaling(curves: list[ScalingCurve], path: Path) -> Path:
+    """SPS against worker processes or envs, with the knee marked."""
+    fig = _figure(12, 4.2)
+    axes = fig.subplots(1, len({c.axis for c in curves}), squeeze=False)[0]
+    by_axis = {axis: [c for c in curves if c.axis == axis] for axis in ("workers", "envs")}
+    for ax, (axis, group) in zip(axes, [(a, g) for a, g in by_axis.items() if g], strict=True):
+        for curve in group:
+            xs = [x for x, _ in curve.points]
+            med = [s.sps_median or 0.0 for _, s in curve.points]
+            low = [
+                m - (s.sps[0] if s.sps else m) for m, (_, s) in zip(med, curve.points, strict=True)
+            ]
+            high = [
+                (s.sps[2] if s.sps else m) - m for m, (_, s) in zip(med, curve.points, strict=True)
+            ]
+            line = ax.errorbar(xs, med, yerr=[low, high], marker="o", capsize=3, label=curve.group)
+            knee = curve.knee
+            if knee is not None:
+                ax.axvline(knee[0], color=line.lines[0].get_color(), ls="--", alpha=0.6)
+                ax.annotate(
+                    f"knee: {knee[0]}",
+                    (knee[0], knee[1].sps_median or 0.0),
+                    textcoords="offset points",
+                    xytext=(6, -14),
+                    fontsize=8,
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({x for c in group for x, _ in c.points}))
+        ax.get_xaxis().set_major_formatter("{x:.0f}")
+        ax.set_xlabel("env worker processes" if axis == "workers" else "envs stepped together")
+        ax.set_ylabel("env steps per second (median, IQR bars)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title(f"Throughput against {axis}", fontsize=10)
+    return _save(fig, path)
+
+
+def learning_curves(runs: list[RunData], path: Path) -> Path:
+    """Mean reward of the last 100 games against env steps and against training time."""
+    fig = _figure(12, 4.2)
+    by_steps, by_time = fig.subplots(1, 2, sharey=True)
+    for run in runs:
+        pts = [
+            (r["timesteps_total"], r["time_total_s"], r["episode_reward_mean"])
+            for r in run.records
+            if isinstance(r.get("episode_reward_mean"), int | float)
+        ]
+        if not pts:
+            continue
+        steps, secs, reward = zip(*pts, strict=True)
+        line = by_steps.plot(steps, reward, label=run.label)[0]
+        by_time.plot(secs, reward, color=line.get_color(), label=run.label)
+    by_steps.set_xlabel("env steps")
+    by_time.set_xlabel("training time (s)")
+    by_steps.set_ylabel("mean return of the last 100 games")
+    by_steps.set_title("Against env steps", fontsize=10)
+    by_time.set_title("Against wall-clock time", fontsize=10)
+    for ax in (by_steps, by_time):
+        ax.grid(alpha=0.3)
+    if by_steps.get_lines():
+        by_time.legend(fontsize=7, loc="best")
+    else:
+        by_steps.text(0.5, 0.5, "no game finished yet", ha="center", transform=by_steps.transAxes)
+    return _save(fig, path)
+
+
+def inference(items: list[InferenceData], path: Path) -> Path:
+    """Model time per call: p50 bars with p99 whiskers, grouped by model (thesis Figures
+    4.12-4.13, Table 4.1)."""
+    models = list(dict.fromkeys(str(i.result.get("model")) for i in items))
+    backends = list(dict.fromkeys(_backend_name(i) for i in items))
+    fig = _figure(12, 4.4)
+    ax = fig.subplots()
+    width = 0.8 / max(1, len(backends))
+    for b, backend in enumerate(backends):
+        xs, p50, err = [], [], []
+        for m, model in enumerate(models):
+            hit = next(
+                (
+                    i
+                    for i in items
+                    if str(i.result.get("model")) == model and _backend_name(i) == backend
+                ),
+                None,
+            )
+            if hit is None or hit.result.get("p50_ms") is None:
+                continue
+            xs.append(m + (b - (len(backends) - 1) / 2) * width)
+            p50.append(float(hit.result["p50_ms"]))
+            p99 = hit.result.get("p99_ms")
+            err.append(max(0.0, float(p99) - p50[-1]) if p99 is not None else 0.0)
+        ax.bar(xs, p50, width=width, label=backend, yerr=[[0.0] * len(err), err], capsize=3)
+    ax.set_xticks(range(len(models)), models)
+    ax.set_ylabel("model time per call (ms): p50 bar, p99 whisker")
+    ax.set_xlabel("model")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, ncols=min(4, len(backends)))
+    ax.set_title("Inference latency by backend", fontsize=10)
+    return _save(fig, path)
+
+
+def _backend_name(item: InferenceData) -> str:
+    r = item.result
+    name = str(r.get("backend", "?"))
+    if r.get("device") not in (None, "cpu"):
+        name += f" ({r['device']})"
+    if r.get("batch_size", 1) != 1:
+        name += f" x{r['batch_size']}"
+    if r.get("threads", 1) != 1:
+        name += f" {r['threads']}t"
+    return name

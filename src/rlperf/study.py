@@ -1,0 +1,173 @@
+"""``rlperf study quick``: the README's main job, from nothing to a report in minutes.
+
+1. Training: the shipped ``quick`` sweep: PPO on Pong (ROMs ship with ale-py, nothing to
+   download) under three ways of stepping the games, the same wall-clock budget each, every
+   point in its own process.
+2. Inference: the policy of the run that got furthest is exported and quantized, then timed
+   on every backend this machine has (points for the others are recorded as skipped), with
+   fidelity against torch fp32.
+3. The report: ``reports/quick/index.html``, whose path is printed; when Chromium is
+   installed the page is opened headless to check that it renders.
+
+Both halves are sweeps, so running the command again resumes: finished points are kept,
+and only the report is rebuilt. ``--fresh`` moves an earlier study aside first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rlperf.cli import _Parser
+from rlperf.core.errors import UserInputError
+
+STUDIES = ("quick",)
+DEFAULT_REPORT = Path("reports") / "quick"
+DEFAULT_RUNS = Path("runs") / "study-quick"
+BACKENDS = ("torch", "onnx", "onnx-int8", "tflite", "tflite-int8", "edgetpu")
+INFER_CALLS = 1000
+
+
+def _steps(run_dir: Path) -> int:
+    try:
+        return int(json.loads((run_dir / "manifest.json").read_text()).get("env_steps") or 0)
+    except (OSError, json.JSONDecodeError, ValueError):
+        return 0
+
+
+def run_quick(
+    report_dir: Path = DEFAULT_REPORT,
+    runs_dir: Path = DEFAULT_RUNS,
+    *,
+    budget_s: float | None = None,
+    browser_check: bool = True,
+    say: Callable[[str], None] = print,
+) -> int:
+    """The quick study; returns the exit code (0 when the report was written)."""
+    from rlperf.report.build import build_report
+    from rlperf.sweep.machine import Machine
+    from rlperf.sweep.plan import plan_points
+    from rlperf.sweep.run import run_sweep
+    from rlperf.sweep.spec import SweepSpec, load_spec
+
+    machine = Machine.detect()
+    spec = load_spec("quick")
+    overrides = [("stop.wall_time_s", budget_s)] if budget_s is not None else []
+    train_dir = runs_dir / "train"
+    say(f"study quick: training ({len(spec.points)} runs) -> {train_dir} ({machine.describe()})")
+    trained = run_sweep(
+        spec, plan_points(spec, overrides, machine), train_dir, overrides=overrides, say=say
+    )
+    if trained.interrupted:
+        return trained.exit_code
+    done = [n for n, r in trained.statuses.items() if r["status"] == "completed"]
+    if not done:
+        say(f"study quick: no training run completed; see {train_dir / 'logs'}")
+        return 1
+    policy_run = max((train_dir / "runs" / n for n in done), key=_steps)
+    say(f"study quick: inference of {policy_run} on {', '.join(BACKENDS)} and torch on a GPU")
+    infer_spec = SweepSpec(
+        name="quick-inference",
+        source="rlperf study quick",
+        description=f"the policy of {policy_run.name}, {INFER_CALLS} timed greedy calls per backend",
+        command="infer",
+        base={
+            "infer.run": str(policy_run),
+            "infer.steps": INFER_CALLS,
+            "infer.calibration_observations": 200,
+            "infer.fidelity_observations": 300,
+        },
+        points=[{"name": b, "infer.backend": b} for b in BACKENDS]
+        + [{"name": "torch-cuda", "infer.backend": "torch", "infer.device": "cuda"}],
+        timeout_s=900,
+        retries=1,
+    )
+    infer_dir = runs_dir / "inference"
+    inferred = run_sweep(infer_spec, plan_points(infer_spec, [], machine), infer_dir, say=say)
+    if inferred.interrupted:
+        return inferred.exit_code
+    say("study quick: report")
+    result = build_report(
+        [train_dir, infer_dir],
+        report_dir,
+        title="rlperf quick study: PPO on Pong, three runners, inference backends",
+        command="rlperf study quick",
+    )
+    code = 0
+    if browser_check:
+        from rlperf.report.browser import BrowserError, check_page, find_chromium
+
+        if find_chromium() is None:
+            say("browser check: skipped (no Chromium installed)")
+        else:
+            try:
+                check = check_page(result.index)
+                say(f"browser check: {check.describe()}")
+                code = 0 if check.ok else 1
+            except BrowserError as exc:
+                say(f"browser check: not done: {exc}")
+    failed = trained.count("failed") + inferred.count("failed")
+    if failed:
+        say(f"study quick: {failed} point(s) failed; the report shows which and why")
+    print(f"report: {result.index}", flush=True)
+    return code
+
+
+def _move_aside(path: Path) -> Path | None:
+    if not path.exists():
+        return None
+    target = path.with_name(f"{path.name}.{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
+    shutil.move(str(path), str(target))
+    return target
+
+
+def cmd_study(argv: Sequence[str]) -> int:
+    p = _Parser(
+        prog="rlperf study",
+        description="A whole study in one command: training runs, an inference benchmark of "
+        "the trained policy and the report. Running it again resumes.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="quick: PPO on Pong under three runners (80 s of training each), inference on "
+        "every available backend, then reports/quick/index.html (about 7 minutes on 2 cores)",
+        allow_abbrev=False,
+    )
+    p.add_argument("study", choices=STUDIES, help="which study")
+    p.add_argument(
+        "-o", "--output", metavar="DIR", help=f"report directory (default {DEFAULT_REPORT})"
+    )
+    p.add_argument("--runs", metavar="DIR", help=f"where the runs go (default {DEFAULT_RUNS})")
+    p.add_argument("--budget-s", metavar="S", help="seconds of training per run (default 80)")
+    p.add_argument(
+        "--fresh", action="store_true", help="move an earlier study aside and start over"
+    )
+    p.add_argument(
+        "--no-browser-check", action="store_true", help="do not open the page in Chromium"
+    )
+    args = p.parse_args(list(argv))
+    budget = None
+    if args.budget_s is not None:
+        try:
+            budget = float(args.budget_s)
+        except ValueError:
+            raise UserInputError(
+                f"--budget-s must be a positive number, got {args.budget_s!r}"
+            ) from None
+        if not budget > 0:
+            raise UserInputError(f"--budget-s must be a positive number, got {args.budget_s!r}")
+    runs = Path(args.runs) if args.runs else DEFAULT_RUNS
+    report = Path(args.output) if args.output else DEFAULT_REPORT
+    if args.fresh:
+        moved = _move_aside(runs)
+        if moved is not None:
+            print(f"study quick: earlier study moved to {moved}")
+    return run_quick(
+        report,
+        runs,
+        budget_s=budget,
+        browser_check=not args.no_browser_check,
+        say=lambda text: print(text, flush=True),
+    )

@@ -1,0 +1,226 @@
+"""One attempt of one sweep point, in a fresh subprocess.
+
+Isolation: every attempt is a new Python process (``rlperf train`` for training points,
+``python -m rlperf.sweep.infer_point`` for inference points) in its own session, so nothing
+one point loads, leaks or breaks reaches the next. It is pinned to the point's CPUs from
+its first instruction, gets the point's thread counts and GPU visibility as environment
+variables, dies with the sweep (``PR_SET_PDEATHSIG``), and is stopped after ``timeout_s``:
+SIGTERM first (a training run then checkpoints and stops cleanly), SIGKILL to the whole
+process group after a grace period. Its output goes to ``logs/<point>.attempt<N>.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rlperf.core.checkpoint import atomic_write_text
+from rlperf.core.errors import describe_exit
+from rlperf.sweep.plan import PlannedPoint
+
+GRACE_S = 30.0
+"""Seconds a timed-out attempt gets to stop after SIGTERM before its group is SIGKILLed."""
+RUNS_DIR = "runs"
+CONFIGS_DIR = "configs"
+LOGS_DIR = "logs"
+INFERENCE_FILE = "inference.json"
+
+_ERROR_LINE = re.compile(r"^(rlperf: |[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b)")
+
+
+@dataclass
+class AttemptResult:
+    """How an attempt ended."""
+
+    completed: bool
+    exit_code: int | None
+    wall_s: float
+    error: str | None
+    """One line: why it failed (None when it completed)."""
+    interrupted: bool = False
+    """The sweep itself was asked to stop during this attempt."""
+    timed_out: bool = False
+
+
+class SweepSignals:
+    """SIGINT/SIGTERM for a running sweep: remembered, and passed on to the point's process
+    group (which does not share the terminal's, so it would not get a Ctrl-C itself)."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received = signal.Signals(signum).name
+        if self.child is not None and self.child.poll() is None:
+            _signal_group(self.child, signum)
+
+    def __enter__(self) -> SweepSignals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signum)
+
+
+def run_dir_of(sweep_dir: Path, point: PlannedPoint) -> Path:
+    return sweep_dir / RUNS_DIR / point.name
+
+
+def point_command(point: PlannedPoint, sweep_dir: Path) -> list[str]:
+    """The argv of the point's process (``sys.executable`` first)."""
+    config = (
+        sweep_dir / CONFIGS_DIR / f"{point.name}.{'yaml' if point.command == 'train' else 'json'}"
+    )
+    if point.command == "train":
+        return [
+            sys.executable,
+            "-m",
+            "rlperf",
+            "train",
+            "--preset",
+            str(config),
+            "--runs-root",
+            str(sweep_dir / RUNS_DIR),
+            "-s",
+            point.name,
+            "--no-progress",
+        ]
+    return [
+        sys.executable,
+        "-m",
+        "rlperf.sweep.infer_point",
+        str(config),
+        str(run_dir_of(sweep_dir, point)),
+    ]
+
+
+def display_command(point: PlannedPoint, sweep_dir: Path) -> str:
+    """The command as a person would type it (env variables first, ``rlperf``/``python``)."""
+    argv = point_command(point, sweep_dir)
+    shown = ["rlperf", *argv[3:]] if argv[2] == "rlperf" else ["python", *argv[1:]]
+    prefix = [f"{k}={v}" for k, v in sorted(point.env.items())]
+    if point.affinity:
+        prefix.append(f"taskset -c {','.join(map(str, point.affinity))}")
+    return " ".join([*prefix, shlex.join(shown)])
+
+
+def _preexec(affinity: list[int] | None):  # noqa: ANN202 - a callable for Popen
+    def setup() -> None:
+        from rlperf.core.resources import die_with_parent
+
+        die_with_parent()
+        if affinity:
+            os.sched_setaffinity(0, affinity)
+
+    return setup
+
+
+def error_line(log: Path, limit: int = 300) -> str | None:
+    """The most telling line of a failed attempt's output: the last ``rlperf: ...`` or
+    exception line, else the last non-empty line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if _ERROR_LINE.match(line):
+            return line[:limit]
+    return lines[-1][:limit] if lines else None
+
+
+def _outcome(point: PlannedPoint, run_dir: Path) -> str | None:
+    """None when the point's output says it completed, else what is wrong with it."""
+    if point.command == "infer":
+        return None if (run_dir / INFERENCE_FILE).is_file() else f"no {INFERENCE_FILE} written"
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return "no readable manifest.json"
+    status = manifest.get("status")
+    if status != "completed":
+        return f"run ended with status {status}: {manifest.get('stop_reason')}"
+    return None
+
+
+def run_attempt(
+    point: PlannedPoint,
+    sweep_dir: Path,
+    attempt: int,
+    signals: SweepSignals,
+    log_to: Path,
+) -> AttemptResult:
+    """Run one attempt of ``point`` to its end (completion, failure, timeout or a signal)."""
+    config = point_command(point, sweep_dir)
+    config_path = Path(config[5] if point.command == "train" else config[3])
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(config_path, point.config_text())
+    (sweep_dir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+    log_to.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **point.env, "CI": os.environ.get("CI", "1")}
+    start = time.monotonic()
+    timed_out = False
+    with log_to.open("wb") as log:
+        proc = subprocess.Popen(
+            config,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # its own process group: a timeout kills its workers too
+            preexec_fn=_preexec(point.affinity),  # noqa: PLW1509 - the sweep is single-threaded
+        )
+        signals.child = proc
+        try:
+            deadline = start + point.timeout_s
+            while proc.poll() is None:
+                if signals.received is None and time.monotonic() > deadline:
+                    timed_out = True
+                    _signal_group(proc, signal.SIGTERM)
+                    try:
+                        proc.wait(GRACE_S)
+                    except subprocess.TimeoutExpired:
+                        _signal_group(proc, signal.SIGKILL)
+                        proc.wait()
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(0.2)
+        finally:
+            signals.child = None
+            if proc.poll() is None:  # an exception in this loop: leave nothing running
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+            _signal_group(proc, signal.SIGKILL)  # workers the point left behind, if any
+    wall = time.monotonic() - start
+    code = proc.returncode
+    run_dir = run_dir_of(sweep_dir, point)
+    if signals.received is not None:
+        return AttemptResult(False, code, wall, f"sweep stopped by {signals.received}", True)
+    if timed_out:
+        return AttemptResult(
+            False, code, wall, f"timed out after {point.timeout_s:g} s", timed_out=True
+        )
+    if code != 0:
+        line = error_line(log_to) or ""
+        return AttemptResult(False, code, wall, f"{describe_exit(code)}: {line}".rstrip(": "))
+    problem = _outcome(point, run_dir)
+    return AttemptResult(problem is None, code, wall, problem)
