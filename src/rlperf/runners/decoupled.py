@@ -16,6 +16,7 @@ algorithm's ``max_policy_lag`` are dropped (``perf/rollouts_dropped``); the algo
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections import deque
@@ -54,6 +55,14 @@ ROLLOUT_TIMEOUT_S = 300.0
 EnvSliceFactory = Callable[[int, int], VectorEnv]
 
 
+def learner_threads(cfg: RunnerConfig) -> int:
+    """The learner's torch threads when runner.torch_threads is unset: the CPUs the actors
+    leave. Oversubscribed cores hurt more than idle ones: a torch thread that loses its
+    core stalls its siblings at every parallel region (measured in docs/benchmarks.md)."""
+    cpus = len(cfg.cpu_affinity or os.sched_getaffinity(0))
+    return max(1, cpus - cfg.num_workers * cfg.actor_threads)
+
+
 class ActorError(WorkerError):
     """An actor process raised or died."""
 
@@ -88,6 +97,8 @@ class DecoupledRunner:
         seed: int,
     ) -> None:
         self.cfg = cfg
+        if cfg.torch_threads is None:
+            torch.set_num_threads(learner_threads(cfg))
         self.learner_device = resolve_device(cfg.learner_device)
         self.actor_device = resolve_device(cfg.actor_device)
         self.learner = algo.policy.to(self.learner_device)
