@@ -52,11 +52,8 @@ def make_gradient_step(algo: Algorithm, runner: Runner, cfg: RunConfig) -> Any:
     """The all-reducing gradient step, after making every rank's weights rank 0's."""
     distributed.broadcast_module(algo.policy)
     runner.sync_weights()  # an acting copy on another device follows the broadcast
-    return distributed.DataParallelGradientStep(
-        algo.policy,
-        algo.optimizer_spec(),
-        device=runner.learner_device,
-        precision=cfg.runner.precision,
+    return distributed.DataParallelGradientStep.for_algorithm(
+        algo, runner.learner_device, cfg.runner.precision
     )
 
 

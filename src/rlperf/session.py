@@ -154,7 +154,8 @@ class TrainingSession:
         spaces = registry.env_spaces(local, dim, self.envs)
         obs_shape = tuple(spaces.observation.shape or ())
         policy = build_model(cfg.model, obs_shape, int(spaces.action.n))
-        seed_everything(local.seed)  # each learner samples its own actions and minibatches
+        if self.rank:  # the same initial weights everywhere, then each rank its own samples
+            seed_everything(local.seed)
         self.algo = registry.make_algorithm(local, policy)
         self.runner = registry.make_runner(local, self.envs, self.algo, dim, spaces)
         if self.rank is None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Self
 
 import torch
 from torch import nn
 
-from rlperf.core.protocols import OptimizerSpec
+from rlperf.core.protocols import Algorithm, OptimizerSpec
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -50,6 +50,11 @@ class LocalGradientStep:
         self.optimizer = build_optimizer(self.params, spec)
         self.device = device
         self.precision = precision
+
+    @classmethod
+    def for_algorithm(cls, algo: Algorithm, device: torch.device, precision: str) -> Self:
+        """The step on ``algo``'s policy with the optimizer it asks for."""
+        return cls(algo.policy, algo.optimizer_spec(), device=device, precision=precision)
 
     def reduce_gradients(self) -> None:
         """Between backward and clipping: where data-parallel learners average gradients."""

@@ -258,12 +258,7 @@ class DecoupledRunner:
     # ------------------------------------------------------------------ Runner
 
     def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
-        return LocalGradientStep(
-            algo.policy,
-            algo.optimizer_spec(),
-            device=self.learner_device,
-            precision=self.cfg.precision,
-        )
+        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
 
     def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
         if not self._started:
