@@ -54,7 +54,8 @@ def _hbars(ax, labels: list[str], values: list[float | None], color: str, unit: 
     shown = [v if v is not None else 0.0 for v in values]
     ax.barh(ys, shown, color=color)
     ax.set_yticks(ys, labels)
-    ax.invert_yaxis()  # first configuration on top, as in the tables
+    if not ax.yaxis_inverted():  # first configuration on top, as in the tables (the axis
+        ax.invert_yaxis()  # may be shared: inverting it twice would undo it)
     top = max(shown) if shown else 0.0
     for y, v in zip(ys, values, strict=True):
         text = "n/a" if v is None else f"{v:,.3g}"

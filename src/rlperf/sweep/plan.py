@@ -260,12 +260,13 @@ def _check(point: PlannedPoint, machine: Machine, where: str) -> None:
     else:
         assert point.infer is not None
         point.skip = point.skip or _backend_skip_reason(point.infer, where)
+    # Devices and CPUs were judged against the machine above (skip reasons); everything else
+    # is checked as if that hardware were here, so a skipped point's typo still stops the sweep.
     probe = copy.deepcopy(point.cfg)
-    if point.skip:  # check everything else as if the hardware were here
-        probe.runner.learner_device = probe.runner.actor_device = "cpu"
-        probe.runner.cpu_affinity = probe.runner.actor_cpu_affinity = None
+    probe.runner.cpu_affinity = probe.runner.actor_cpu_affinity = None
     try:
         validate(probe)
+        probe.runner.learner_device = probe.runner.actor_device = "cpu"
         registry.check_names(probe)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None

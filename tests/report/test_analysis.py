@@ -1,0 +1,122 @@
+"""The report's arithmetic on fake runs (records made up by the test, named fake): knees,
+speed-ups, energy per million frames, time to target and the diagnosis text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlperf.report.analysis import scaling_curves, speedups, time_to_target
+from rlperf.report.diagnose import diagnose
+from rlperf.report.load import RunData
+from rlperf.report.summary import summarise
+
+FAKE_CPU = {"model": "Fake CPU", "available_cores": 4, "logical_cores": 4, "isa": {"amx_bf16": True}}
+
+
+def fake_run(
+    label: str,
+    *,
+    sps: list[float],
+    phases: dict[str, float],
+    runner: str = "subprocess",
+    workers: int = 1,
+    energy: float | None = None,
+    rewards: list[float | None] | None = None,
+    env_id: str = "ALE/Pong-v5",
+    learner_sps: float | None = None,
+    actor_sps: float | None = None,
+) -> RunData:
+    wall = sum(phases.values()) / 1000
+    records = []
+    for i, v in enumerate(sps):
+        r = {
+            "iteration": i + 1,
+            "warmup": i == 0,
+            "SPS": v,
+            "time_this_iter_s": wall,
+            "time_total_s": wall * (i + 1),
+            "timesteps_total": int(v * wall * (i + 1)),
+            "episode_reward_mean": rewards[i] if rewards else None,
+            "energy/joules": energy,
+            "sys/cpu_percent": 90.0,
+            "perf/learner_samples_per_s": learner_sps,
+            "perf/actor_steps_per_s": actor_sps,
+            **{f"{p}_time_ms": ms for p, ms in phases.items()},
+        }
+        records.append(r)
+    config = {
+        "algo": "ppo",
+        "env": {"id": env_id, "engine": "gymnasium", "num_envs": 8, "frameskip": 4},
+        "model": {"name": "nature"},
+        "runner": {"name": runner, "num_workers": workers, "learner_device": "cpu", "actor_device": "cpu", "precision": "fp32"},
+        "stop": {"target_reward": None},
+    }
+    manifest = {"status": "completed", "cpu": FAKE_CPU, "rlperf_command": ["rlperf", "train"]}
+    return RunData(Path(label), label, config, manifest, records)
+
+
+PHASES = {"sample": 100.0, "load": 5.0, "learn": 800.0, "update": 0.0, "other": 55.0}
+
+
+def test_warmup_is_left_out_and_energy_is_per_million_frames() -> None:
+    run = fake_run("a", sps=[10.0, 100.0, 200.0, 300.0], phases=PHASES, energy=48.0)
+    s = summarise(run)
+    assert s.sps == (150.0, 200.0, 250.0)  # quartiles of the three steady iterations
+    steps = sum(v * 0.96 for v in (100.0, 200.0, 300.0))
+    assert s.energy_j_per_mframes == pytest.approx(3 * 48.0 / (steps * 4) * 1e6)
+    assert s.phase_pct["learn"] == pytest.approx(100 * 800 / 960)
+
+
+def test_no_energy_measured_stays_none() -> None:
+    assert summarise(fake_run("a", sps=[1, 2, 3], phases=PHASES)).energy_j_per_mframes is None
+
+
+def test_knee_is_the_smallest_count_near_the_best() -> None:
+    runs = [
+        fake_run(f"w{w}", sps=[1.0, v, v], phases=PHASES, workers=w)
+        for w, v in [(1, 100.0), (2, 180.0), (4, 250.0), (8, 260.0), (16, 240.0)]
+    ]
+    curves = scaling_curves([summarise(r) for r in runs])
+    assert len(curves) == 1 and curves[0].axis == "workers"
+    assert curves[0].knee[0] == 4  # 250 >= 0.9 x 260; 180 is not
+
+
+def test_speedups_against_a_baseline() -> None:
+    slow = summarise(fake_run("slow", sps=[1, 100, 100], phases=PHASES))
+    fast = summarise(fake_run("fast", sps=[1, 250, 250], phases={**PHASES, "learn": 400.0}))
+    ups = {u.label: u for u in speedups([slow, fast], "slow")}
+    assert ups["slow"].sps == 1.0
+    assert ups["fast"].sps == 2.5
+    assert ups["fast"].phases["learn"] == 2.0
+    assert ups["fast"].phases["update"] is None  # 0 ms: no ratio
+
+
+def test_time_to_target() -> None:
+    run = fake_run("r", sps=[1, 1, 1, 1], phases=PHASES, rewards=[None, -20.0, -5.0, 3.0])
+    (hit,) = time_to_target([run], -10.0)
+    assert hit.env_steps == run.records[2]["timesteps_total"]
+    assert hit.wall_s == pytest.approx(run.records[2]["time_total_s"])
+    (miss,) = time_to_target([run], 10.0)
+    assert miss.env_steps is None and miss.best == 3.0
+    assert time_to_target([run], None) == []  # no target anywhere
+
+
+def test_diagnosis_names_the_bound_and_the_remedy() -> None:
+    learner = summarise(
+        fake_run("l", sps=[1, 2, 3], phases=PHASES, learner_sps=1280.0, actor_sps=10240.0)
+    )
+    text = diagnose(learner)
+    assert text.startswith("learner-bound: learn is 83% of the iteration")
+    assert "1,280 samples/s" in text and "10,240 steps/s" in text
+    assert "a GPU learner (runner.learner_device=cuda)" in text
+    assert "bf16 (runner.precision=bf16)" in text  # the fake CPU has AMX-BF16
+    actor = summarise(
+        fake_run("a", sps=[1, 2, 3], phases={**PHASES, "sample": 900.0, "learn": 100.0}, runner="inproc")
+    )
+    text = diagnose(actor)
+    assert text.startswith("actor-bound: sample is")
+    assert "env.engine=envpool or ale-vector" in text and "runner.name=subprocess" in text
+    crowded = summarise(fake_run("c", sps=[1, 2, 3], phases=PHASES, workers=16))
+    assert "16 workers share 4 cores" in diagnose(crowded)

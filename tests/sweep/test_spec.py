@@ -1,0 +1,222 @@
+"""Sweep files: grid x list expansion, checked configs, skip reasons, the shipped presets.
+
+Nothing here starts a training run; machines are fakes (``FAKE_*``) so the skip logic is
+tested the same way on a laptop, CI and a GPU server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlperf.cli import main
+from rlperf.core.errors import ConfigError
+from rlperf.sweep.machine import Machine
+from rlperf.sweep.plan import plan_points, point_names
+from rlperf.sweep.spec import available_sweeps, load_spec, parse_spec
+
+FAKE_CPU_ONLY = Machine(cpus=frozenset({0, 1}), gpus=0)
+FAKE_ONE_GPU = Machine(cpus=frozenset(range(4)), gpus=1)
+
+CARTPOLE = {
+    "presets": ["cartpole"],
+    "base": {"stop": {"iterations": 2, "total_timesteps": None}},
+}
+
+
+def spec_of(**data):
+    return parse_spec({**CARTPOLE, **data}, "test.yaml")
+
+
+def test_grid_times_list_in_order_with_names() -> None:
+    spec = spec_of(
+        grid={"runner.num_workers": [1, 2], "ppo.learning_rate": [1e-3, 3e-4]},
+        points=[
+            {"name": "in", "runner.name": "subprocess"},
+            {"name": "wide", "runner": {"name": "subprocess"}, "env.num_envs": 16},
+        ],
+    )
+    names = [n for n, _ in point_names(spec)]
+    assert len(names) == 2 * 2 * 2
+    assert names[:3] == [
+        "num_workers=1__learning_rate=0.001__in",
+        "num_workers=1__learning_rate=0.001__wide",
+        "num_workers=1__learning_rate=0.0003__in",
+    ]
+    points = plan_points(spec, [("stop.iterations", 5)], FAKE_CPU_ONLY)
+    wide = next(p for p in points if p.name == "num_workers=2__learning_rate=0.0003__wide")
+    assert wide.cfg.runner.num_workers == 2  # from the grid
+    assert wide.cfg.env.num_envs == 16  # from the point (nested or dotted keys alike)
+    assert wide.cfg.ppo.learning_rate == pytest.approx(3e-4)
+    assert wide.cfg.model.name == "mlp"  # from the preset
+    assert all(p.cfg.stop.iterations == 5 for p in points)  # the command line wins
+
+
+def test_list_only_and_grid_only() -> None:
+    only_list = spec_of(points=[{"name": "a"}, {"name": "b", "seed": 3}])
+    assert [n for n, _ in point_names(only_list)] == ["a", "b"]
+    only_grid = spec_of(grid={"model.name": ["mlp"], "env.id": ["CartPole-v1", "Acrobot-v1"]})
+    assert [n for n, _ in point_names(only_grid)] == [
+        "model=mlp__env=CartPole-v1",
+        "model=mlp__env=Acrobot-v1",
+    ]
+
+
+def test_envs_per_worker_is_applied_last() -> None:
+    spec = spec_of(
+        base={"runner.name": "subprocess", "envs_per_worker": 3, "stop.iterations": 2},
+        grid={"runner.num_workers": [1, 2]},
+    )
+    points = plan_points(spec, [], FAKE_CPU_ONLY)
+    assert [p.cfg.env.num_envs for p in points] == [3, 6]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"points": [{"name": "x", "ppo.lerning_rate": 1}]}, "point x: unknown config key 'ppo.lerning_rate' (did you mean ppo.learning_rate?)"),
+        ({"points": [{"name": "x", "runner.num_workers": "two"}]}, "point x: runner.num_workers must be an integer"),
+        ({"grid": {"seed": []}}, "grid key seed must have a non-empty list"),
+        ({"grids": {}}, "unknown key 'grids'; valid: name, description, command"),
+        ({"points": [{"name": "a"}, {"name": "a"}]}, "two points are named 'a'"),
+        ({"points": [{"name": "x", "gpus": "gpu7"}]}, "gpus must be one of none, gpu0, gpu1, both"),
+        ({"points": [{"name": "bad/name"}]}, "point name 'bad/name' may hold only"),
+        ({"points": [{"name": "x", "env.num_envs": 3, "runner.num_workers": 2}]}, "point x: env.num_envs (3) must be divisible"),
+        ({"points": [{"name": "x", "infer.backend": "onnx"}]}, "infer.backend needs command: infer"),
+        ({"command": "bench", "points": [{}]}, "command must be one of train, infer"),
+        ({"timeout_s": -1, "points": [{}]}, "timeout_s must be a positive number"),
+    ],
+)
+def test_bad_input_names_the_problem(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        plan_points(spec_of(**data), [], FAKE_CPU_ONLY)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_sweep_needs_points() -> None:
+    with pytest.raises(ConfigError, match="give a grid, a list of points, or both"):
+        parse_spec({"base": {"seed": 1}}, "empty.yaml")
+
+
+def test_points_needing_gpus_are_skipped_not_failed() -> None:
+    spec = spec_of(
+        points=[
+            {"name": "cpu"},
+            {"name": "learner-gpu", "runner.learner_device": "cuda"},
+            {"name": "two-gpus", "gpus": "both", "runner.learner_device": "cuda:0", "runner.actor_device": "cuda:1"},
+            {"name": "second-gpu", "gpus": "gpu1", "runner.learner_device": "cuda:0"},
+            {"name": "hidden", "gpus": "none"},
+        ]
+    )
+    on_cpu = {p.name: p.skip for p in plan_points(spec, [], FAKE_CPU_ONLY)}
+    assert on_cpu["cpu"] is None and on_cpu["hidden"] is None
+    assert on_cpu["learner-gpu"] == "needs GPU: a GPU, this machine has no GPU"
+    assert on_cpu["two-gpus"] == "needs GPU: 2 GPUs, this machine has no GPU"
+    with_one = {p.name: p for p in plan_points(spec, [], FAKE_ONE_GPU)}
+    assert with_one["learner-gpu"].skip is None
+    assert with_one["two-gpus"].skip == "needs GPU: 2 GPUs, this machine has 1 GPU(s)"
+    assert with_one["second-gpu"].skip is not None  # gpu1 is the second physical GPU
+    assert with_one["two-gpus"].env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert with_one["hidden"].env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_devices_beyond_the_visible_gpus_are_an_error() -> None:
+    spec = spec_of(points=[{"name": "x", "gpus": "gpu0", "runner.actor_device": "cuda:1"}])
+    with pytest.raises(ConfigError, match="gpus gpu0 makes 1 GPU"):
+        plan_points(spec, [], FAKE_ONE_GPU)
+
+
+def test_affinity_outside_the_machine_is_skipped_and_workers_flagged() -> None:
+    spec = spec_of(
+        base={"runner.name": "subprocess", "envs_per_worker": 1, "stop.iterations": 2},
+        points=[
+            {"name": "pinned", "runner.cpu_affinity": "0-8", "runner.num_workers": 1},
+            {"name": "many", "runner.num_workers": 4},
+            {"name": "fits", "runner.num_workers": 2, "runner.torch_threads": 1},
+        ],
+    )
+    points = {p.name: p for p in plan_points(spec, [], FAKE_CPU_ONLY)}
+    assert points["pinned"].skip == "needs CPUs 0-8, this process may use 0-1"
+    assert points["many"].skip is None
+    assert points["many"].flags == ["4 workers on 2 cores (oversubscribed)"]
+    assert points["fits"].flags == []
+    assert points["fits"].env == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def test_fingerprint_follows_the_resolved_config() -> None:
+    spec = spec_of(points=[{"name": "a"}])
+    first = plan_points(spec, [], FAKE_CPU_ONLY)[0].fingerprint()
+    assert plan_points(spec, [], FAKE_CPU_ONLY)[0].fingerprint() == first
+    assert plan_points(spec, [("seed", 9)], FAKE_CPU_ONLY)[0].fingerprint() != first
+
+
+@pytest.mark.parametrize(
+    ("name", "points", "runnable"),
+    [
+        ("quick", 3, 3),
+        ("workers", 5, 5),
+        ("thesis-training", 30, 3),  # Exp1 (no GPUs) for each of models 1, 3 and 4
+        ("thesis-cpu", 27, 0),  # every Table 3.3 experiment uses a GPU
+        ("thesis-inference", 24, 3),  # R8 (no GPUs) for each model
+    ],
+)
+def test_shipped_sweeps_expand_as_the_thesis_tables(name: str, points: int, runnable: int) -> None:
+    planned = plan_points(load_spec(name), [], FAKE_CPU_ONLY)
+    assert len(planned) == points
+    assert sum(p.skip is None for p in planned) == runnable
+    assert all(p.skip is None or p.skip.startswith("needs GPU") for p in planned)
+
+
+def test_thesis_training_matches_table_3_2() -> None:
+    planned = {p.name: p for p in plan_points(load_spec("thesis-training"), [], FAKE_CPU_ONLY)}
+    exp6 = planned["model=thesis-3__Exp6-both_gpus_2_workers"]
+    assert exp6.gpus == "both" and exp6.cfg.runner.num_workers == 2
+    assert (exp6.cfg.runner.learner_device, exp6.cfg.runner.actor_device) == ("cuda:0", "cuda:1")
+    assert exp6.cfg.env.num_envs * exp6.cfg.ppo.num_steps == 4000  # the thesis's train batch
+    exp1 = planned["model=thesis-4__Exp1-no_gpus_8_workers"]
+    assert exp1.cfg.model.name == "thesis-4" and exp1.cfg.stop.iterations == 20
+    assert exp1.cfg.telemetry.warmup_iterations == 3
+
+
+def test_every_shipped_sweep_loads() -> None:
+    assert {"quick", "workers", "thesis-training", "thesis-cpu", "thesis-inference"} <= set(
+        available_sweeps()
+    )
+    for name in available_sweeps():
+        assert load_spec(name).name == name
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("points: [{name: a, runner.nam: subprocess}]\n")
+    cases = [
+        (["sweep", str(tmp_path / "missing.yaml")], "sweep file"),
+        (["sweep", "no-such-sweep"], "unknown sweep 'no-such-sweep'; valid: "),
+        (["sweep", str(bad)], "unknown config key 'runner.nam' (did you mean runner.name?)"),
+        (["sweep", "quick", "--retries", "-1"], "--retries must be an integer >= 0"),
+        (["sweep", "quick", "stop.wall_time_s=soon"], "stop.wall_time_s must be a number"),
+        (["report", str(tmp_path / "nothing"), "-o", str(tmp_path / "out")], "does not exist"),
+        (["report", str(tmp_path), "-o", str(tmp_path / "out")], "holds no run (metrics.jsonl)"),
+        (["study", "slow"], "invalid choice: 'slow'"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err, (argv, err)
+        assert err.count("\n") == 1 and err.startswith("rlperf: error: "), err
+
+
+def test_cli_list_prints_points(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(
+        "presets: [cartpole]\n"
+        "base: {stop.iterations: 2}\n"
+        "points:\n  - {name: here}\n  - {name: gpu, runner.learner_device: 'cuda:63'}\n"
+    )
+    assert main(["sweep", str(sweep), "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "here: runs" in out
+    assert "gpu: skipped: needs GPU: 64 GPUs" in out
+    assert not (tmp_path / "runs").exists()  # listing writes nothing
