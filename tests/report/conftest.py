@@ -47,10 +47,14 @@ def fixture_sweeps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     root = tmp_path_factory.mktemp("report-fixture")
     (root / "train.yaml").write_text(TRAIN)
     train = root / "train"
-    proc = rlperf_subprocess("sweep", str(root / "train.yaml"), "-o", str(train), timeout=300, cwd=REPO)
+    proc = rlperf_subprocess(
+        "sweep", str(root / "train.yaml"), "-o", str(train), timeout=300, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (root / "infer.yaml").write_text(INFER.format(run=train / "runs" / "inproc"))
     infer = root / "infer"
-    proc = rlperf_subprocess("sweep", str(root / "infer.yaml"), "-o", str(infer), timeout=300, cwd=REPO)
+    proc = rlperf_subprocess(
+        "sweep", str(root / "infer.yaml"), "-o", str(infer), timeout=300, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return train, infer

@@ -12,7 +12,12 @@ from rlperf.report.diagnose import diagnose
 from rlperf.report.load import RunData
 from rlperf.report.summary import summarise
 
-FAKE_CPU = {"model": "Fake CPU", "available_cores": 4, "logical_cores": 4, "isa": {"amx_bf16": True}}
+FAKE_CPU = {
+    "model": "Fake CPU",
+    "available_cores": 4,
+    "logical_cores": 4,
+    "isa": {"amx_bf16": True},
+}
 
 
 def fake_run(
@@ -50,7 +55,13 @@ def fake_run(
         "algo": "ppo",
         "env": {"id": env_id, "engine": "gymnasium", "num_envs": 8, "frameskip": 4},
         "model": {"name": "nature"},
-        "runner": {"name": runner, "num_workers": workers, "learner_device": "cpu", "actor_device": "cpu", "precision": "fp32"},
+        "runner": {
+            "name": runner,
+            "num_workers": workers,
+            "learner_device": "cpu",
+            "actor_device": "cpu",
+            "precision": "fp32",
+        },
         "stop": {"target_reward": None},
     }
     manifest = {"status": "completed", "cpu": FAKE_CPU, "rlperf_command": ["rlperf", "train"]}
@@ -113,10 +124,31 @@ def test_diagnosis_names_the_bound_and_the_remedy() -> None:
     assert "a GPU learner (runner.learner_device=cuda)" in text
     assert "bf16 (runner.precision=bf16)" in text  # the fake CPU has AMX-BF16
     actor = summarise(
-        fake_run("a", sps=[1, 2, 3], phases={**PHASES, "sample": 900.0, "learn": 100.0}, runner="inproc")
+        fake_run(
+            "a", sps=[1, 2, 3], phases={**PHASES, "sample": 900.0, "learn": 100.0}, runner="inproc"
+        )
     )
     text = diagnose(actor)
     assert text.startswith("actor-bound: sample is")
     assert "env.engine=envpool or ale-vector" in text and "runner.name=subprocess" in text
     crowded = summarise(fake_run("c", sps=[1, 2, 3], phases=PHASES, workers=16))
     assert "16 workers share 4 cores" in diagnose(crowded)
+
+
+def test_blank_screenshot_detection() -> None:
+    import io
+
+    from PIL import Image, ImageDraw
+
+    from rlperf.report.browser import is_blank
+
+    def png(draw: bool) -> bytes:
+        img = Image.new("RGB", (200, 100), "white")
+        if draw:
+            ImageDraw.Draw(img).rectangle((10, 10, 120, 60), fill="navy")
+        buf = io.BytesIO()
+        img.save(buf, format="PNG")
+        return buf.getvalue()
+
+    assert is_blank(png(False))
+    assert not is_blank(png(True))

@@ -103,13 +103,21 @@ def test_summaries_leave_warmup_iterations_out(fixture_sweeps: tuple[Path, Path]
     )
 
 
-def test_report_refuses_bad_input(fixture_sweeps: tuple[Path, Path], tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_report_refuses_bad_input(
+    fixture_sweeps: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:  # noqa: ANN001
     train, _ = fixture_sweeps
     run = train / "runs" / "inproc"
     cases = [
         (["report", str(train), "-o", str(run)], "is a run or sweep directory"),
-        (["report", str(train), "-o", str(tmp_path / "r"), "--baseline", "nope"], "baseline 'nope' is not a configuration"),
-        (["report", str(train), "-o", str(tmp_path / "r"), "--target", "high"], "--target must be a number"),
+        (
+            ["report", str(train), "-o", str(tmp_path / "r"), "--baseline", "nope"],
+            "baseline 'nope' is not a configuration",
+        ),
+        (
+            ["report", str(train), "-o", str(tmp_path / "r"), "--target", "high"],
+            "--target must be a number",
+        ),
         (["report", "-o", str(tmp_path / "r")], "the following arguments are required: DIR"),
     ]
     for argv, message in cases:
@@ -118,7 +126,9 @@ def test_report_refuses_bad_input(fixture_sweeps: tuple[Path, Path], tmp_path: P
         assert message in err and err.count("\n") == 1, err
 
 
-def test_a_single_run_directory_is_a_report_too(fixture_sweeps: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_single_run_directory_is_a_report_too(
+    fixture_sweeps: tuple[Path, Path], tmp_path: Path
+) -> None:
     train, _ = fixture_sweeps
     assert main(["report", str(train / "runs" / "subprocess-2"), "-o", str(tmp_path / "one")]) == 0
     page = (tmp_path / "one" / "index.html").read_text()

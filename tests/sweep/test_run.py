@@ -101,10 +101,14 @@ def test_killed_sweep_resumes_and_keeps_completed_points(tmp_path: Path) -> None
     )
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "rlperf", "sweep", str(sweep), "-o", str(out)]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     long_metrics = out / "runs" / "long" / "metrics.jsonl"
     try:
-        _wait(lambda: long_metrics.exists() and long_metrics.read_text().count("\n") >= 1, 120, proc)
+        _wait(
+            lambda: long_metrics.exists() and long_metrics.read_text().count("\n") >= 1, 120, proc
+        )
     finally:
         proc.send_signal(signal.SIGKILL)  # the sweep dies mid-point, as on a power cut
         proc.communicate()
@@ -155,5 +159,7 @@ def test_tune_reports_the_fastest_and_runners_up(tmp_path: Path, algo: str) -> N
     assert ranking == sorted(ranking, reverse=True)
     assert result["best"]["point"] == result["ranking"][0]["point"]
     assert "fastest: " in proc.stdout and "runners-up:" in proc.stdout
-    assert result["command"].startswith("rlperf train --preset cartpole --algo ppo --env CartPole-v1")
+    assert result["command"].startswith(
+        "rlperf train --preset cartpole --algo ppo --env CartPole-v1"
+    )
     assert os.path.isdir(out / "runs")

@@ -75,15 +75,27 @@ def test_envs_per_worker_is_applied_last() -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"points": [{"name": "x", "ppo.lerning_rate": 1}]}, "point x: unknown config key 'ppo.lerning_rate' (did you mean ppo.learning_rate?)"),
-        ({"points": [{"name": "x", "runner.num_workers": "two"}]}, "point x: runner.num_workers must be an integer"),
+        (
+            {"points": [{"name": "x", "ppo.lerning_rate": 1}]},
+            "point x: unknown config key 'ppo.lerning_rate' (did you mean ppo.learning_rate?)",
+        ),
+        (
+            {"points": [{"name": "x", "runner.num_workers": "two"}]},
+            "point x: runner.num_workers must be an integer",
+        ),
         ({"grid": {"seed": []}}, "grid key seed must have a non-empty list"),
         ({"grids": {}}, "unknown key 'grids'; valid: name, description, command"),
         ({"points": [{"name": "a"}, {"name": "a"}]}, "two points are named 'a'"),
         ({"points": [{"name": "x", "gpus": "gpu7"}]}, "gpus must be one of none, gpu0, gpu1, both"),
         ({"points": [{"name": "bad/name"}]}, "point name 'bad/name' may hold only"),
-        ({"points": [{"name": "x", "env.num_envs": 3, "runner.num_workers": 2}]}, "point x: env.num_envs (3) must be divisible"),
-        ({"points": [{"name": "x", "infer.backend": "onnx"}]}, "infer.backend needs command: infer"),
+        (
+            {"points": [{"name": "x", "env.num_envs": 3, "runner.num_workers": 2}]},
+            "point x: env.num_envs (3) must be divisible",
+        ),
+        (
+            {"points": [{"name": "x", "infer.backend": "onnx"}]},
+            "infer.backend needs command: infer",
+        ),
         ({"command": "bench", "points": [{}]}, "command must be one of train, infer"),
         ({"timeout_s": -1, "points": [{}]}, "timeout_s must be a positive number"),
     ],
@@ -105,7 +117,12 @@ def test_points_needing_gpus_are_skipped_not_failed() -> None:
         points=[
             {"name": "cpu"},
             {"name": "learner-gpu", "runner.learner_device": "cuda"},
-            {"name": "two-gpus", "gpus": "both", "runner.learner_device": "cuda:0", "runner.actor_device": "cuda:1"},
+            {
+                "name": "two-gpus",
+                "gpus": "both",
+                "runner.learner_device": "cuda:0",
+                "runner.actor_device": "cuda:1",
+            },
             {"name": "second-gpu", "gpus": "gpu1", "runner.learner_device": "cuda:0"},
             {"name": "hidden", "gpus": "none"},
         ]

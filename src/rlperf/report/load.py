@@ -231,14 +231,22 @@ def _load_infer_csv(path: Path) -> InferenceData | None:
     return InferenceData(path, path.stem, result, {})
 
 
-def _load_sweep(path: Path, col: Collection) -> None:
-    from rlperf.sweep.ledger import Ledger
+def latest_statuses(path: Path) -> dict[str, dict[str, Any]]:
+    """Each point's latest record in a ``sweep.jsonl`` (read here, not through the sweep
+    package: reports sit below sweeps and read only their files)."""
+    state: dict[str, dict[str, Any]] = {}
+    for record in read_records(path):
+        if "point" in record and "status" in record:
+            state[str(record["point"])] = record
+    return state
 
+
+def _load_sweep(path: Path, col: Collection) -> None:
     spec: dict[str, Any] = {}
     with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
         spec = yaml.safe_load((path / "sweep.yaml").read_text(encoding="utf-8")) or {}
     name = str(spec.get("name") or path.name)
-    points = Ledger(path).latest()
+    points = latest_statuses(path / "sweep.jsonl")
     col.sweeps.append(SweepData(path, name, str(spec.get("description") or ""), points))
     for point, record in points.items():
         run_dir = path / str(record.get("run_dir") or Path("runs") / point)

@@ -165,6 +165,8 @@ def run_sweep(
     state = ledger.latest()
     with SweepSignals() as signals:
         for i, point in enumerate(points, 1):
+            if signals.received:  # a Ctrl-C between two points stops before the next one
+                break
             head = f"[{i}/{len(points)}] {point.name}"
             fingerprint = point.fingerprint()
             record = state.get(point.name)
@@ -183,10 +185,9 @@ def run_sweep(
                 result.statuses[point.name] = record
                 continue
             result.statuses[point.name] = _run_point(point, sweep_dir, ledger, signals, head, say)
-            if signals.received:
-                result.interrupted = signals.received
-                say(f"sweep stopped by {signals.received}; run the same command to resume")
-                break
+        if signals.received:
+            result.interrupted = signals.received
+            say(f"sweep stopped by {signals.received}; run the same command to resume")
     return result
 
 
