@@ -16,6 +16,7 @@ import gymnasium
 import torch
 
 from rlperf.algos.appo import APPO
+from rlperf.algos.dqn import DQN, QNetwork
 from rlperf.algos.impala import IMPALA
 from rlperf.algos.ppo import PPO
 from rlperf.config.schema import RunConfig
@@ -29,11 +30,20 @@ from rlperf.runners.base import Runner
 from rlperf.runners.compat import check_compatible, check_engine
 from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.runners.inproc import InProcRunner, SubprocRunner
+from rlperf.runners.play_train import PlayTrainRunner
+from rlperf.runners.transitions import TransitionsRunner
 
 ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
     "ppo": lambda cfg, policy: PPO(cfg.ppo, policy, seed=cfg.seed),
     "appo": lambda cfg, policy: APPO(cfg.appo, policy, seed=cfg.seed),
     "impala": lambda cfg, policy: IMPALA(cfg.impala, policy, seed=cfg.seed),
+    # DQN learns Q-values with the built model's policy torso (the Nature CNN by default).
+    "dqn": lambda cfg, policy: DQN(
+        cfg.dqn,
+        QNetwork.from_actor_critic(policy),
+        seed=cfg.seed,
+        total_timesteps=cfg.stop.total_timesteps,
+    ),
 }
 
 
@@ -60,15 +70,47 @@ def _decoupled(
     )
 
 
+def _transition_args(cfg: RunConfig, spaces: EnvSpaces) -> dict[str, Any]:
+    """What the transitions runners need beyond the algorithm: the replay's frame layout,
+    frames per env step (for FPS) and the step budget (for Progress)."""
+    atari = is_atari(cfg.env.id)
+    return {
+        "num_envs": cfg.env.num_envs,
+        "obs_space": spaces.observation,
+        "frame_stack": cfg.env.frame_stack if atari else 1,
+        "frames_per_step": cfg.env.frameskip if atari else 1,
+        "budget": (cfg.stop.total_timesteps, cfg.stop.iterations),
+        "seed": cfg.seed,
+    }
+
+
+def _inproc(
+    cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
+) -> Runner:
+    if algo.data_spec.kind == "transitions":
+        return TransitionsRunner(cfg.runner, envs, algo, **_transition_args(cfg, spaces))
+    return InProcRunner(cfg.runner, envs, algo, seed=cfg.seed)
+
+
+def _play_train(
+    cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
+) -> Runner:
+    return PlayTrainRunner(
+        cfg.runner,
+        algo,
+        make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
+        **_transition_args(cfg, spaces),
+    )
+
+
 RunnerFactory = Callable[[RunConfig, VectorEnv | None, Algorithm, int, EnvSpaces], Runner]
 RUNNERS: dict[str, RunnerFactory] = {
-    "inproc": lambda cfg, envs, algo, dim, spaces: InProcRunner(
-        cfg.runner, envs, algo, seed=cfg.seed
-    ),
+    "inproc": _inproc,
     "subprocess": lambda cfg, envs, algo, dim, spaces: SubprocRunner(
         cfg.runner, envs, algo, seed=cfg.seed
     ),
     "decoupled": _decoupled,
+    "play-train": _play_train,
 }
 
 ENGINES = ("gymnasium", "envpool", "ale-vector")
@@ -147,8 +189,8 @@ def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
 
 def make_envs(cfg: RunConfig, dim: int) -> VectorEnv | None:
     """The vector env the learner's process steps (through the runner and engine of ``cfg``);
-    None for the decoupled runner, whose actor processes build their own."""
-    if cfg.runner.name == "decoupled":
+    None for the decoupled and play-train runners, whose worker processes build their own."""
+    if cfg.runner.name in ("decoupled", "play-train"):
         return None
     if cfg.runner.name == "subprocess":
         from rlperf.envs.subproc import make_subproc_vector_env

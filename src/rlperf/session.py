@@ -37,7 +37,7 @@ from rlperf.core.checkpoint import (
 from rlperf.core.errors import CheckpointError, ConfigError, WorkerError
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
-from rlperf.core.types import Progress
+from rlperf.core.types import Progress, budget_fraction_left
 from rlperf.models.catalog import build_model
 from rlperf.telemetry import system
 from rlperf.telemetry.console import ConsoleView
@@ -225,11 +225,9 @@ class TrainingSession:
         The schedule deliberately ignores the other criteria: a run stopped early (by ``-i``,
         a signal or a target) and resumed later continues the same schedule."""
         stop = self.cfg.stop
-        if stop.total_timesteps:
-            return max(1.0 - self.env_steps / stop.total_timesteps, 0.0)
-        if stop.iterations:
-            return max(1.0 - self.iteration / stop.iterations, 0.0)
-        return 1.0
+        return budget_fraction_left(
+            self.env_steps, self.iteration, stop.total_timesteps, stop.iterations
+        )
 
     def _reward_metric(self) -> float | None:
         if self.cfg.stop.target_reward_metric == "ema":

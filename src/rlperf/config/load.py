@@ -251,12 +251,20 @@ def available_presets() -> list[str]:
     return sorted(p.name[:-5] for p in files if p.name.endswith(".yaml"))
 
 
+def shipped_preset_name(name: str) -> str:
+    """The file stem of a shipped preset: a group of presets is written with a slash
+    (``dqn-ladder/01-baseline``) and shipped as flat files (``dqn-ladder-01-baseline.yaml``),
+    so the package data stays one directory."""
+    return name.replace("/", "-")
+
+
 def load_preset(name: str, _depth: int = 0) -> dict[str, Any]:
     """A preset by name (shipped) or path to a YAML file; ``extends: NAME`` builds on another."""
     path = Path(name)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         text = _read_text(path)
     else:
+        name = shipped_preset_name(name)
         if name not in available_presets():
             raise ConfigError(
                 f"unknown preset {name!r}; valid: {', '.join(available_presets())} or a path to a .yaml file"

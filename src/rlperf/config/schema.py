@@ -29,6 +29,8 @@ class EnvConfig:
     """Atari: emulator frames per agent step (the action is repeated)."""
     max_pool: bool = True
     """Atari: max-pool the last two frames of each skip (removes sprite flicker)."""
+    resize_interpolation: str = "area"
+    """Atari: how frames are shrunk to dim x dim: area (OpenCV INTER_AREA, smoothest), linear (about 7x faster) or nearest; engine envpool takes area or linear, ale-vector only its built-in area."""
     noop_max: int = 30
     """Atari: up to this many random no-op actions after each reset (0 disables)."""
     fire_reset: bool = True
@@ -174,11 +176,51 @@ class APPOConfig:
 
 
 @dataclass
+class DQNConfig:
+    """DQN hyperparameters (Mnih et al. 2015); defaults are source 003's Pong baseline (Deep RL Hands-On, ch. 8-9)."""
+
+    buffer_size: int = 100_000
+    """Replay capacity in transitions (frames stored once, uint8: 100k Atari transitions take about 0.7 GB)."""
+    learning_starts: int = 10_000
+    """Transitions in the replay before the first gradient step (003: 10k initial transitions)."""
+    batch_size: int = 32
+    """Transitions sampled from the replay per gradient step."""
+    train_frequency: int = 1
+    """Env steps (all envs together) per gradient step; batch_size / train_frequency samples are replayed per new transition."""
+    steps_per_iteration: int = 1000
+    """Env steps (all envs together) per iteration, i.e. per metrics record; rounded up to whole vector steps or play chunks."""
+    learning_rate: float = 1e-4
+    """Adam learning rate."""
+    adam_eps: float = 1e-8
+    """Adam epsilon."""
+    gamma: float = 0.99
+    """Discount factor."""
+    target_network_frequency: int = 1000
+    """Env steps between two copies of the online network into the target network."""
+    start_e: float = 1.0
+    """Exploration: epsilon at the start of the run."""
+    end_e: float = 0.02
+    """Exploration: epsilon after the linear decay."""
+    exploration_fraction: float = 0.1
+    """Exploration: share of stop.total_timesteps over which epsilon decays linearly (ignored when exploration_steps is set)."""
+    exploration_steps: int | None = None
+    """Exploration: env steps over which epsilon decays linearly (003: 100000); unset = exploration_fraction x stop.total_timesteps."""
+    loss: str = "mse"
+    """TD loss: mse (003's) or huber (smooth L1, the Nature paper's error clipping)."""
+    double_q: bool = False
+    """Double DQN (van Hasselt et al. 2016): the online network picks the next action, the target network values it."""
+    max_grad_norm: float | None = None
+    """Clip the global gradient norm to this value; unset = no clipping (003)."""
+    no_grad: bool = True
+    """Act and compute targets under torch.no_grad(); false reproduces 003's 00_slow_grads rung (autograd graphs built and thrown away)."""
+
+
+@dataclass
 class RunnerConfig:
     """Who steps the envs, where the networks live, and which CPU resources are used."""
 
     name: str = "inproc"
-    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory) or decoupled (actor processes acting while the learner learns; needs appo or impala)."""
+    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory), decoupled (actor processes acting while the learner learns; needs appo or impala) or play-train (DQN: a play process feeds transitions to the training process)."""
     num_workers: int = 1
     """Env worker processes (subprocess) or actor processes (decoupled); num_envs must divide evenly among them (inproc: no effect)."""
     num_learners: int = 1
@@ -207,6 +249,10 @@ class RunnerConfig:
     """Restart an env worker that raised, died or hung, up to max_worker_restarts times in the run; otherwise the run stops cleanly."""
     max_worker_restarts: int = 3
     """Worker restarts allowed over the whole run before a failure stops it."""
+    play_chunk_steps: int = 4
+    """play-train runner: vector steps the play process writes into one shared-memory chunk (one pipe message per chunk)."""
+    play_queue_chunks: int = 8
+    """play-train runner: chunks in the bounded queue; the play process waits when the trainer has not taken them (at most this x play_chunk_steps vector steps ahead)."""
 
 
 @dataclass
@@ -256,7 +302,7 @@ class RunConfig:
     """A complete training run."""
 
     algo: str = "ppo"
-    """Learning algorithm: ppo, appo or impala."""
+    """Learning algorithm: ppo, appo, impala or dqn."""
     seed: int = 1
     """Seed of every random generator (envs get seed + index)."""
     runs_root: str = "runs"
@@ -268,6 +314,7 @@ class RunConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     impala: IMPALAConfig = field(default_factory=IMPALAConfig)
     appo: APPOConfig = field(default_factory=APPOConfig)
+    dqn: DQNConfig = field(default_factory=DQNConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     stop: StopConfig = field(default_factory=StopConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

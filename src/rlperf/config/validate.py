@@ -15,6 +15,8 @@ from rlperf.core.errors import ConfigError
 from rlperf.core.optim import PRECISIONS
 
 REWARD_METRICS = ("mean100", "ema")
+DQN_LOSSES = ("mse", "huber")
+RESIZE_INTERPOLATIONS = ("area", "linear", "nearest")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
 
 
@@ -50,6 +52,8 @@ def validate(cfg: RunConfig) -> None:
         ("runner.actor_threads", runner.actor_threads),
         ("runner.num_learners", runner.num_learners),
         ("runner.slots_per_actor", runner.slots_per_actor),
+        ("runner.play_chunk_steps", runner.play_chunk_steps),
+        ("runner.play_queue_chunks", runner.play_queue_chunks),
         ("stop.total_timesteps", stop.total_timesteps),
         ("stop.iterations", stop.iterations),
         ("stop.wall_time_s", stop.wall_time_s),
@@ -92,6 +96,11 @@ def validate(cfg: RunConfig) -> None:
             f"runner.num_learners > 1 works with the inproc and subprocess runners, not {runner.name}"
         )
     _validate_vtrace_algos(cfg)
+    _validate_dqn(cfg)
+    if env.resize_interpolation not in RESIZE_INTERPOLATIONS:
+        raise ConfigError(
+            f"env.resize_interpolation must be one of {', '.join(RESIZE_INTERPOLATIONS)}, got {env.resize_interpolation!r}"
+        )
     if (ppo.num_minibatches is None) == (ppo.minibatch_size is None):
         raise ConfigError(
             "set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)"
@@ -186,4 +195,63 @@ def _validate_vtrace_algos(cfg: RunConfig) -> None:
     if cfg.algo == "appo" and cfg.env.num_envs * appo.num_steps // appo.num_minibatches < 2:
         raise ConfigError(
             "an APPO minibatch must hold at least 2 samples (num_envs x num_steps / num_minibatches)"
+        )
+
+
+def _validate_dqn(cfg: RunConfig) -> None:
+    dqn, runner = cfg.dqn, cfg.runner
+    for key, value in [
+        ("dqn.buffer_size", dqn.buffer_size),
+        ("dqn.batch_size", dqn.batch_size),
+        ("dqn.train_frequency", dqn.train_frequency),
+        ("dqn.steps_per_iteration", dqn.steps_per_iteration),
+        ("dqn.learning_rate", dqn.learning_rate),
+        ("dqn.adam_eps", dqn.adam_eps),
+        ("dqn.target_network_frequency", dqn.target_network_frequency),
+        ("dqn.max_grad_norm", dqn.max_grad_norm),
+    ]:
+        _positive(key, value)
+    for key, value in [
+        ("dqn.learning_starts", dqn.learning_starts),
+        ("dqn.exploration_steps", dqn.exploration_steps),
+    ]:
+        if value is not None and value < 0:
+            raise ConfigError(f"{key} must be zero or positive, got {value}")
+    for key, value in [
+        ("dqn.gamma", dqn.gamma),
+        ("dqn.start_e", dqn.start_e),
+        ("dqn.end_e", dqn.end_e),
+        ("dqn.exploration_fraction", dqn.exploration_fraction),
+    ]:
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{key} must be between 0 and 1, got {value}")
+    if dqn.loss not in DQN_LOSSES:
+        raise ConfigError(f"dqn.loss must be one of {', '.join(DQN_LOSSES)}, got {dqn.loss!r}")
+    if cfg.algo != "dqn":
+        return
+    if dqn.exploration_steps is None and not cfg.stop.total_timesteps:
+        raise ConfigError(
+            "dqn.exploration_fraction needs stop.total_timesteps; set dqn.exploration_steps instead"
+        )
+    if dqn.learning_starts > dqn.buffer_size:
+        raise ConfigError(
+            f"dqn.learning_starts ({dqn.learning_starts}) exceeds dqn.buffer_size ({dqn.buffer_size}): "
+            "training would never start"
+        )
+    stack = cfg.env.frame_stack
+    if dqn.buffer_size < 4 * stack * cfg.env.num_envs:
+        raise ConfigError(
+            f"dqn.buffer_size ({dqn.buffer_size}) is too small: at least 4 x env.frame_stack x env.num_envs"
+        )
+    if runner.num_learners > 1:
+        raise ConfigError("dqn learns with one learner: runner.num_learners must be 1")
+    if runner.name == "inproc" and runner.actor_device != runner.learner_device:
+        raise ConfigError(
+            "with dqn the inproc runner acts with the learner's network: set runner.actor_device "
+            "equal to runner.learner_device (or use --runner play-train)"
+        )
+    if runner.name == "play-train" and runner.num_workers != 1:
+        raise ConfigError(
+            "the play-train runner has one play process: runner.num_workers must be 1 "
+            "(use env.num_envs for more games)"
         )

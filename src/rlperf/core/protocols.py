@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from rlperf.core.types import DataSpec, Progress, Rollout
+from rlperf.core.types import Batch, DataSpec, Progress
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,39 @@ class Algorithm(Protocol):
 
     def optimizer_spec(self) -> OptimizerSpec: ...
 
-    def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
-        """Learn from one batch; returns metrics named ``losses/...``."""
+    def update(self, batch: Batch, step: GradientStep, progress: Progress) -> dict[str, float]:
+        """Learn from one batch (a Rollout, or Transitions for kind "transitions"); returns
+        metrics named ``losses/...``."""
         ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class Behaviour(Protocol):
+    """How an off-policy algorithm acts (DQN: epsilon-greedy on Q-values).
+
+    The algorithm owns the rule and its schedule; the runner calls :meth:`act` and keeps
+    :attr:`network`'s weights current. It is picklable, so a play process can hold its own
+    copy (with its own network) while the learner trains the original.
+    """
+
+    network: nn.Module
+
+    def act(self, obs: torch.Tensor, env_steps: int) -> torch.Tensor:
+        """Actions (N,) int64 for observations (N, *obs_shape); ``env_steps`` collected so far
+        drives the exploration schedule."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class OffPolicyAlgorithm(Algorithm, Protocol):
+    """An algorithm that learns from replayed transitions (``DataSpec.kind == "transitions"``):
+    ``update`` takes :class:`~rlperf.core.types.Transitions` and makes one gradient step per
+    row of its G axis; :attr:`behaviour` says how to act."""
+
+    behaviour: Behaviour

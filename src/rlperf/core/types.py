@@ -1,7 +1,8 @@
 """Data that crosses the runner/algorithm boundary.
 
 Shape convention used across rlperf: a suffix names the axes, ``T`` = time (steps per env),
-``N`` = envs, ``B`` = flat batch. ``obs_TN`` is a (T, N, *obs_shape) tensor.
+``N`` = envs, ``B`` = flat batch, ``G`` = gradient steps. ``obs_TN`` is a (T, N, *obs_shape)
+tensor.
 """
 
 from __future__ import annotations
@@ -24,13 +25,26 @@ class DataSpec:
     kind: Literal["rollout", "transitions"]
     """rollout: on-policy fragments of ``horizon`` steps per env; transitions: replay data."""
     horizon: int
-    """Steps per env in one rollout (T)."""
+    """Steps per env in one rollout (T); transitions: env steps of all envs together per
+    iteration (the runner rounds up to whole vector steps)."""
     needs_logprob: bool = True
     """Keep the behaviour policy's log-probability of each action."""
     needs_value: bool = True
     """Keep the behaviour policy's value estimate of each observation."""
     max_policy_lag: int = 0
     """Updates by which the acting policy may trail the learner (0 = strictly on-policy)."""
+    buffer_size: int = 0
+    """transitions: replay capacity in transitions."""
+    batch_size: int = 0
+    """transitions: replay samples per gradient step."""
+    train_frequency: int = 1
+    """transitions: env steps (all envs together) per gradient step."""
+    learning_starts: int = 0
+    """transitions: transitions in the replay before the first gradient step."""
+
+
+ANY_POLICY_LAG = 2**31 - 1
+"""``max_policy_lag`` of an off-policy algorithm: data from any earlier policy will do."""
 
 
 @dataclass
@@ -71,6 +85,61 @@ class Rollout:
                 for f in fields(self)
             }
         )
+
+
+@dataclass
+class Transitions:
+    """Replay samples for G gradient steps of B transitions each (G may be 0).
+
+    ``dones_GB`` is 1 where the episode (or life) terminated with the transition, so nothing
+    is bootstrapped from ``next_obs_GB`` there; an episode cut by a step limit keeps 0 and
+    its ``next_obs_GB`` is the real final observation.
+
+    ``num_steps`` x ``num_envs`` are the env steps of the iteration this batch ends (what
+    the session counts); a batch a runner hands the algorithm inside an iteration has 0.
+    """
+
+    obs_GB: torch.Tensor
+    actions_GB: torch.Tensor
+    rewards_GB: torch.Tensor
+    next_obs_GB: torch.Tensor
+    dones_GB: torch.Tensor
+    env_steps: int
+    """Env steps collected when the batch was sampled (for schedules such as target syncs)."""
+    num_steps: int = 0
+    num_envs: int = 0
+
+    @property
+    def num_gradient_steps(self) -> int:
+        return self.actions_GB.shape[0]
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Transitions:
+        """The same batch with every tensor on ``device`` (no copy when already there)."""
+        moved = {
+            f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)
+            for f in fields(self)
+            if f.name.endswith("_GB")
+        }
+        return Transitions(
+            **moved, env_steps=self.env_steps, num_steps=self.num_steps, num_envs=self.num_envs
+        )
+
+
+Batch = Rollout | Transitions
+"""What a runner hands an algorithm: a Rollout (kind rollout) or Transitions."""
+
+
+def budget_fraction_left(
+    env_steps: int, iteration: int, total_timesteps: int | None, iterations: int | None
+) -> float:
+    """Share of the run's budget still ahead, for annealing schedules: ``total_timesteps``,
+    or ``iterations`` when no step budget is set; 1.0 without either (wall time and target
+    rewards are not predictable)."""
+    if total_timesteps:
+        return max(1.0 - env_steps / total_timesteps, 0.0)
+    if iterations:
+        return max(1.0 - iteration / iterations, 0.0)
+    return 1.0
 
 
 @dataclass(frozen=True)

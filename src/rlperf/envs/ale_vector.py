@@ -179,6 +179,11 @@ class AleVectorEnv:
             ) from exc
 
         validate_vector_config(cfg, dim)
+        if cfg.resize_interpolation != "area":
+            raise ConfigError(
+                f"env.resize_interpolation={cfg.resize_interpolation} is not supported by the "
+                "ale-vector engine (its C++ resize is always INTER_AREA); use area or the gymnasium engine"
+            )
         self.env_id = cfg.id
         self.num_envs = cfg.num_envs
         self._frameskip = cfg.frameskip

@@ -23,6 +23,15 @@ gymnasium.register_envs(ale_py)
 _KIND = "atari"
 _NOOP = 0  # ALE's NOOP action id, legal in every game.
 
+RESIZE_INTERPOLATIONS = {
+    # INTER_AREA averages every source pixel (no aliasing) and is the DeepMind-style default;
+    # INTER_LINEAR samples 4 pixels per output pixel and is ~7x faster on a 210x160 frame
+    # (48 vs 6.4 us here), the "faster resize" of source 003's tweaked wrappers.
+    "area": cv2.INTER_AREA,
+    "linear": cv2.INTER_LINEAR,
+    "nearest": cv2.INTER_NEAREST,
+}
+
 
 class AtariEnv:
     """One ALE game with all preprocessing built in; implements :class:`SingleEnv`.
@@ -94,6 +103,7 @@ class AtariEnv:
         self._raw_last = np.zeros(raw_shape, dtype=np.uint8)
         self._resized = None if cfg.grayscale else np.zeros((dim, dim, 3), dtype=np.uint8)
         self._dsize = (dim, dim)
+        self._interpolation = RESIZE_INTERPOLATIONS[cfg.resize_interpolation]
         self._stack = np.zeros((cfg.frame_stack * channels, dim, dim), dtype=np.uint8)
         # Same memory seen as (frame, channel, H, W) so shifting works for gray and RGB alike.
         self._frames = self._stack.reshape(cfg.frame_stack, channels, dim, dim)
@@ -231,10 +241,15 @@ class AtariEnv:
         """Resize ``_raw_last`` into the newest slot of the frame stack (once per step)."""
         if self._resized is None:
             cv2.resize(
-                self._raw_last, self._dsize, dst=self._frames[-1, 0], interpolation=cv2.INTER_AREA
+                self._raw_last,
+                self._dsize,
+                dst=self._frames[-1, 0],
+                interpolation=self._interpolation,
             )
         else:
-            cv2.resize(self._raw_last, self._dsize, dst=self._resized, interpolation=cv2.INTER_AREA)
+            cv2.resize(
+                self._raw_last, self._dsize, dst=self._resized, interpolation=self._interpolation
+            )
             self._frames[-1] = self._resized.transpose(2, 0, 1)
 
     def _fill_stack(self) -> None:
@@ -290,6 +305,11 @@ def _validate(cfg: EnvConfig, dim: int) -> None:
         (cfg.frame_stack >= 1, f"env.frame_stack must be >= 1, got {cfg.frame_stack}"),
         (cfg.frameskip >= 1, f"env.frameskip must be >= 1, got {cfg.frameskip}"),
         (cfg.noop_max >= 0, f"env.noop_max must be >= 0, got {cfg.noop_max}"),
+        (
+            cfg.resize_interpolation in RESIZE_INTERPOLATIONS,
+            f"env.resize_interpolation must be one of {', '.join(RESIZE_INTERPOLATIONS)}, "
+            f"got {cfg.resize_interpolation!r}",
+        ),
         (
             0.0 <= cfg.repeat_action_probability <= 1.0,
             f"env.repeat_action_probability must be in [0, 1], got {cfg.repeat_action_probability}",

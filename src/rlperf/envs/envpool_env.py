@@ -72,6 +72,11 @@ def envpool_options(cfg: EnvConfig, dim: int, training: bool) -> dict[str, Any]:
             "env.max_pool=false is not supported by the EnvPool engine (it always max-pools "
             "the last two frames of a skip); use the sync or ale engine"
         )
+    if cfg.resize_interpolation not in ("area", "linear"):
+        raise ConfigError(
+            f"env.resize_interpolation={cfg.resize_interpolation} is not supported by the EnvPool "
+            "engine (area or linear); use the gymnasium engine"
+        )
     return {
         "stack_num": cfg.frame_stack,
         "frame_skip": cfg.frameskip,
@@ -85,8 +90,8 @@ def envpool_options(cfg: EnvConfig, dim: int, training: bool) -> dict[str, Any]:
         "img_height": dim,
         "img_width": dim,
         "gray_scale": cfg.grayscale,
-        # Same interpolation as AtariEnv's cv2.INTER_AREA.
-        "use_inter_area_resize": True,
+        # cv2.INTER_AREA as AtariEnv's default; otherwise EnvPool's cv2.INTER_LINEAR.
+        "use_inter_area_resize": cfg.resize_interpolation == "area",
         "repeat_action_probability": float(cfg.repeat_action_probability),
         "full_action_space": cfg.full_action_space,
         # Counted in agent steps over the whole game (not reset by a soft reset), like AtariEnv.

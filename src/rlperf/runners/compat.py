@@ -7,10 +7,13 @@ from rlperf.core.types import DataSpec
 
 # runner -> (data kinds it produces, the policy lag it introduces)
 RUNNER_CAPABILITIES: dict[str, tuple[frozenset[str], int]] = {
-    "inproc": (frozenset({"rollout"}), 0),
+    # rollouts (InProcRunner), or transitions interleaved with gradient steps (TransitionsRunner)
+    "inproc": (frozenset({"rollout", "transitions"}), 0),
     "subprocess": (frozenset({"rollout"}), 0),
     # at least one update behind; the runner drops rollouts above the algorithm's bound
     "decoupled": (frozenset({"rollout"}), 1),
+    # the play process acts with the weights of its last pull, updates behind the trainer
+    "play-train": (frozenset({"transitions"}), 1),
 }
 
 # runner -> engines it can drive. The C++ engines run their own thread pools in the calling
@@ -20,6 +23,8 @@ RUNNER_ENGINES: dict[str, frozenset[str]] = {
     "subprocess": frozenset({"gymnasium"}),
     # each actor process steps its share of the envs with any engine
     "decoupled": frozenset({"gymnasium", "envpool", "ale-vector"}),
+    # the play process steps the envs with any engine
+    "play-train": frozenset({"gymnasium", "envpool", "ale-vector"}),
 }
 
 

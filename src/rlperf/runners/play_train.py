@@ -1,0 +1,474 @@
+"""The play/train runner (DQN): a play process steps the envs while this process trains.
+
+Source 003's third rung ("play and train in separate processes"): acting and env stepping
+move to a play process with its own copy of the network, and the training process only
+adds transitions to the replay and makes gradient steps, so the two overlap.
+
+- The play process acts with the algorithm's behaviour policy (epsilon-greedy) on a copy
+  of the network that it refreshes from :class:`SharedPolicyWeights` (the decoupled
+  runner's seqlock) before every chunk; the trainer publishes after its gradient steps.
+- Transitions travel through a bounded queue: ``play_queue_chunks`` chunks of
+  ``play_chunk_steps`` vector steps in shared memory (:class:`TransitionChunks`). The play
+  process fills a free chunk, sends ``("full", ChunkReport)`` over its pipe, and waits when
+  no chunk is free: the trainer gives a chunk back (``("free", chunk)``) once it has copied
+  it into the replay, so data is never overwritten while being read.
+- The trainer's ``collect`` takes chunks in order, adds them to the replay and makes the
+  gradient steps they make due (``train_frequency``), exactly as the in-process runner
+  does after each vector step (:class:`~rlperf.runners.transitions.TransitionsRunner`).
+
+The play process is spawned, dies with its parent (``PR_SET_PDEATHSIG``), ignores SIGINT
+(the session stops it), reports exceptions with their traceback, and is restarted with
+fresh env seeds (``runner.restart_failed_workers``) or stops the run cleanly. Env
+snapshots are not kept (the play process runs ahead of the trainer): a resumed run starts
+new episodes, and, as with every transitions runner, refills the replay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import sys
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import numpy as np
+import torch
+import torch.multiprocessing as torch_mp
+
+from rlperf.config.schema import RunnerConfig
+from rlperf.core.errors import describe_exit
+from rlperf.core.protocols import Behaviour, OffPolicyAlgorithm
+from rlperf.core.resources import apply_cpu_resources, children_ignore_sigint, die_with_parent
+from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.vector import VectorEnv
+from rlperf.runners.decoupled import ROLLOUT_TIMEOUT_S, ActorError, learner_threads
+from rlperf.runners.inproc import resolve_device
+from rlperf.runners.shared_memory import SharedPolicyWeights
+from rlperf.runners.transitions import TransitionsRunner
+from rlperf.telemetry.timers import PhaseTimer
+
+# Builds a vector of `count` envs of the run's env config; env i is seeded `seed + i`.
+EnvSliceFactory = Callable[[int, int], VectorEnv]
+
+_RESTART = None
+"""A marker in the queue of finished chunks: the play process was restarted here, so the
+episodes of the chunks before it do not continue into those after it."""
+
+
+class TransitionChunks:
+    """``num_chunks`` chunks of T vector steps of N envs in shared memory (a bounded queue).
+
+    ``final_obs`` holds the final observation of an episode cut by a step limit, where
+    ``truncated`` is set.
+    """
+
+    def __init__(
+        self,
+        num_chunks: int,
+        num_steps: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: torch.dtype,
+    ) -> None:
+        S, T, N = num_chunks, num_steps, num_envs
+
+        def alloc(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype).share_memory_()
+
+        self.num_steps = num_steps
+        self.obs = alloc((S, T, N, *obs_shape), obs_dtype)
+        self.final_obs = alloc((S, T, N, *obs_shape), obs_dtype)
+        self.actions = alloc((S, T, N), torch.int64)
+        self.rewards = alloc((S, T, N), torch.float32)
+        self.terminated = alloc((S, T, N), torch.bool)
+        self.truncated = alloc((S, T, N), torch.bool)
+
+
+@dataclass
+class PlaySetup:
+    """Everything the play process needs, pickled once when it is spawned."""
+
+    make_envs: Callable[[], VectorEnv]
+    env_seed: int
+    behaviour: Behaviour
+    """A copy of the algorithm's behaviour policy with its own network."""
+    device: str
+    channels_last: bool
+    torch_threads: int
+    cpu_affinity: list[int] | None
+    chunks: TransitionChunks
+    chunk_ids: list[int]
+    """The chunks the play process may fill at start (the trainer returns them one by one)."""
+    weights: SharedPolicyWeights
+
+
+@dataclass
+class ChunkReport:
+    """What the play process says about a chunk it filled."""
+
+    chunk: int
+    policy_version: int
+    """Version of the weights that acted for the whole chunk."""
+    episodes: list[EpisodeEnd]
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Play-side time: env_step, policy_forward, weight_sync, slot_wait (waiting for a free
+    chunk, i.e. for the trainer)."""
+
+
+# ---------------------------------------------------------------- the play process
+
+
+def play_main(setup: PlaySetup, conn: Connection) -> None:
+    """Entry point of the play process.
+
+    Protocol over its pipe: trainer -> play ``("start", env_steps)`` once the first weights
+    are published, ``("free", chunk)``, ``("stop",)``; play -> trainer ``("hello",
+    resources)``, ``("full", ChunkReport)``, ``("error", message, traceback)``.
+    """
+    die_with_parent()
+    try:
+        _play(setup, conn)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the trainer is gone or closed our pipe
+    except Exception as exc:  # reported to the trainer, which names this process
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        raise SystemExit(1) from None
+
+
+def _play(setup: PlaySetup, conn: Connection) -> None:
+    apply_cpu_resources(setup.cpu_affinity, setup.torch_threads)
+    device = torch.device(setup.device)
+    envs = setup.make_envs()
+    try:
+        behaviour = setup.behaviour
+        network = behaviour.network.to(device)
+        if setup.channels_last:
+            network.to(memory_format=torch.channels_last)
+        conn.send(
+            (
+                "hello",
+                {
+                    "role": "play",
+                    "index": 0,
+                    "pid": os.getpid(),
+                    "torch_threads": torch.get_num_threads(),
+                    "cpu_affinity": sorted(os.sched_getaffinity(0)),
+                    "device": setup.device,
+                },
+            )
+        )
+        free = deque(setup.chunk_ids)
+        while True:
+            message = conn.recv()
+            if message[0] == "stop":
+                return
+            if message[0] == "free":
+                free.append(message[1])
+            elif message[0] == "start":
+                env_steps = int(message[1])
+                break
+        chunks, n = setup.chunks, envs.num_envs
+        obs = np.array(envs.reset(setup.env_seed))
+        version, timer = -1, PhaseTimer()
+        while True:
+            with timer.phase("slot_wait"):
+                while not free or conn.poll():
+                    message = conn.recv()
+                    if message[0] == "stop":
+                        return
+                    free.append(message[1])
+            c = free.popleft()
+            with timer.phase("weight_sync"):
+                version = setup.weights.pull(network, version)
+            episodes: list[EpisodeEnd] = []
+            for t in range(chunks.num_steps):
+                with timer.phase("policy_forward"):
+                    actions = behaviour.act(torch.from_numpy(obs).to(device), env_steps)
+                with timer.phase("env_step"):
+                    result = envs.step(actions.numpy())
+                chunks.obs[c, t] = torch.from_numpy(obs)
+                chunks.actions[c, t] = actions
+                chunks.rewards[c, t] = torch.from_numpy(result.rewards)
+                chunks.terminated[c, t] = torch.from_numpy(result.terminations)
+                chunks.truncated[c, t] = torch.from_numpy(result.truncations)
+                for i, final in result.final_obs.items():
+                    chunks.final_obs[c, t, i] = torch.from_numpy(final)
+                np.copyto(obs, result.obs)
+                env_steps += n
+                episodes += result.episodes
+            seconds = timer.lap()
+            keys = ("env_step", "policy_forward", "weight_sync", "slot_wait")
+            report = ChunkReport(c, version, episodes, {k: seconds.get(k, 0.0) for k in keys})
+            conn.send(("full", report))
+    finally:
+        envs.close()
+
+
+# ---------------------------------------------------------------- the trainer side
+
+
+class PlayTrainRunner(TransitionsRunner):
+    """A play process acting and stepping the envs; this process replays and learns."""
+
+    name = "play-train"
+
+    def __init__(
+        self,
+        cfg: RunnerConfig,
+        algo: OffPolicyAlgorithm,
+        *,
+        num_envs: int,
+        obs_space: Any,
+        frame_stack: int,
+        frames_per_step: int,
+        budget: tuple[int | None, int | None],
+        make_env_slice: EnvSliceFactory,
+        seed: int,
+    ) -> None:
+        if cfg.torch_threads is None:  # the cores the play process leaves (at least 1)
+            torch.set_num_threads(learner_threads(cfg))
+        super().__init__(
+            cfg,
+            None,
+            algo,
+            num_envs=num_envs,
+            obs_space=obs_space,
+            frame_stack=frame_stack,
+            frames_per_step=frames_per_step,
+            budget=budget,
+            seed=seed,
+        )
+        self.actor_device = resolve_device(cfg.actor_device)
+        self.make_env_slice = make_env_slice
+        self.seed = seed
+        obs_dtype = torch.from_numpy(np.zeros((), dtype=obs_space.dtype)).dtype
+        self.chunks = TransitionChunks(
+            cfg.play_queue_chunks, cfg.play_chunk_steps, num_envs, self.obs_shape, obs_dtype
+        )
+        self.weights = SharedPolicyWeights(self.learner)
+        self._ready: deque[ChunkReport | None] = deque()  # filled chunks not consumed yet
+        self._started = False
+        self._lags: list[int] = []
+        self._resources: dict[str, Any] | None = None
+        self._play_busy = 0.0  # play-side busy seconds of this iteration's chunks
+        self.worker_restarts = 0
+        self._ctx = torch_mp.get_context("spawn")
+        self.process: Any = None
+        self.conn: Connection | None = None
+        try:
+            self._spawn(list(range(cfg.play_queue_chunks)), seed_offset=0)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ the play process
+
+    def _spawn(self, chunk_ids: list[int], seed_offset: int) -> None:
+        env_seed = self.seed + seed_offset
+        # A copy whose network the play process owns; the original keeps acting for nobody.
+        behaviour = copy.deepcopy(self.algo.behaviour)
+        setup = PlaySetup(
+            make_envs=_EnvSlice(self.make_env_slice, self.num_envs, env_seed),
+            env_seed=env_seed,
+            behaviour=behaviour,
+            device=str(self.actor_device),
+            channels_last=self.cfg.channels_last,
+            torch_threads=self.cfg.actor_threads,
+            cpu_affinity=self.cfg.actor_cpu_affinity,
+            chunks=self.chunks,
+            chunk_ids=chunk_ids,
+            weights=self.weights,
+        )
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        process = self._ctx.Process(
+            target=play_main, args=(setup, child_conn), name="rlperf-play", daemon=True
+        )
+        with children_ignore_sigint():
+            process.start()
+        child_conn.close()
+        self.process, self.conn = process, parent_conn
+        self._resources = None
+
+    def _describe(self) -> str:
+        pid = self.process.pid if self.process is not None else None
+        return f"play process (envs 0..{self.num_envs - 1}, pid {pid})"
+
+    def _fail(self, cause: str, worker_traceback: str | None = None) -> None:
+        """Restart the play process (runner.restart_failed_workers) or raise ActorError."""
+        error = ActorError(
+            f"{self._describe()} {cause}", worker_index=0, worker_traceback=worker_traceback
+        )
+        cfg = self.cfg
+        if not cfg.restart_failed_workers or self.worker_restarts >= cfg.max_worker_restarts:
+            raise error
+        self.worker_restarts += 1
+        print(
+            f"rlperf: restarting the {self._describe()} (restart {self.worker_restarts} of at "
+            f"most {cfg.max_worker_restarts}) after: {cause}",
+            file=sys.stderr,
+            flush=True,
+        )
+        self._stop_process()
+        # Finished chunks stay valid and are read first; then the new process's episodes.
+        queued = {r.chunk for r in self._ready if r is not None}
+        self._ready.append(_RESTART)
+        free = [c for c in range(self.cfg.play_queue_chunks) if c not in queued]
+        self._spawn(free, seed_offset=self.worker_restarts * self.num_envs)
+        if self._started:
+            self._start_play()
+
+    def _drain(self) -> None:
+        """Handle every message waiting on the play process's pipe."""
+        assert self.conn is not None
+        while self.conn.poll():
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                self.process.join(1.0)
+                self._fail(f"died with {describe_exit(self.process.exitcode)}")
+                return
+            if message[0] == "full":
+                self._ready.append(message[1])
+            elif message[0] == "hello":
+                self._resources = message[1]
+            elif message[0] == "error":
+                self.process.join(2.0)
+                self._fail(f"raised {message[1]}", message[2])
+                return
+
+    def _receive(self) -> None:
+        """Block until a message arrived or the play process died; handle them."""
+        process, conn = self.process, self.conn
+        ready = wait([conn, process.sentinel], ROLLOUT_TIMEOUT_S)  # type: ignore[list-item]
+        if not ready:
+            raise ActorError(
+                f"no transitions from the {self._describe()} within {ROLLOUT_TIMEOUT_S:g} s",
+                worker_index=0,
+            )
+        if conn in ready:
+            self._drain()
+        if process.sentinel in ready and self.process is process:
+            self._drain()  # a report sent just before dying is still valid
+            if self.process is process:
+                process.join(1.0)
+                self._fail(f"died with {describe_exit(process.exitcode)}")
+
+    def _start_play(self) -> None:
+        while self._resources is None:  # the play process has built its envs
+            self._receive()
+        self.weights.publish(self.learner)
+        assert self.conn is not None
+        self.conn.send(("start", self.env_steps))
+
+    def _stop_process(self) -> None:
+        process = self.process
+        if process is None:
+            return
+        if process.is_alive():
+            process.kill()
+        process.join(5.0)
+        if self.conn is not None:
+            self.conn.close()
+
+    # ------------------------------------------------------------------ producing
+
+    def _produce(self, timer: PhaseTimer) -> tuple[int, list[EpisodeEnd]]:
+        """The next chunk from the queue into the replay; returns (env steps, true games)."""
+        if not self._started:
+            self._start_play()
+            self._started = True
+        with timer.phase("queue_wait"):
+            while not self._ready or self._ready[0] is _RESTART:
+                if self._ready and self._ready[0] is _RESTART:
+                    self._ready.popleft()
+                    self.replay.end_episodes()
+                    continue
+                self._receive()
+        report = self._ready.popleft()
+        assert report is not None
+        c, chunks = report.chunk, self.chunks
+        with timer.phase("replay_add"):
+            for t in range(chunks.num_steps):
+                truncated = chunks.truncated[c, t].numpy()
+                final = {
+                    int(i): chunks.final_obs[c, t, i].numpy() for i in np.flatnonzero(truncated)
+                }
+                self.replay.add(
+                    chunks.obs[c, t].numpy(),
+                    chunks.actions[c, t].numpy(),
+                    chunks.rewards[c, t].numpy(),
+                    chunks.terminated[c, t].numpy(),
+                    truncated,
+                    final,
+                )
+        assert self.conn is not None
+        with contextlib.suppress(OSError):  # a dead play process: its restart gets the chunk
+            self.conn.send(("free", c))
+        self._lags.append(self.weights.version - report.policy_version)
+        for name in ("env_step", "policy_forward"):
+            timer.add(name, report.seconds[name])
+        timer.add("actor_weight_sync", report.seconds["weight_sync"])
+        timer.add("actor_slot_wait", report.seconds["slot_wait"])
+        self._play_busy += sum(report.seconds[k] for k in ("env_step", "policy_forward"))
+        return chunks.num_steps * self.num_envs, report.episodes
+
+    # ------------------------------------------------------------------ Runner
+
+    def collect(self, timer: PhaseTimer) -> Any:
+        self._lags, self._play_busy = [], 0.0
+        return super().collect(timer)
+
+    def sync_weights(self) -> None:
+        self.weights.publish(self.learner)
+
+    def worker_metrics(self) -> dict[str, float]:
+        metrics = super().worker_metrics()
+        steps = self._iteration_frames / self.frames_per_step
+        metrics.update(
+            {
+                "sys/live_workers": float(self.process is not None and self.process.is_alive()),
+                "sys/worker_restarts": float(self.worker_restarts),
+                "perf/policy_lag": float(np.mean(self._lags)) if self._lags else 0.0,
+                "perf/policy_lag_max": float(max(self._lags, default=0)),
+                # the play process's capacity: env steps per second of its busy time
+                "perf/actor_steps_per_s": steps / self._play_busy if self._play_busy else 0.0,
+            }
+        )
+        return metrics
+
+    def process_resources(self) -> list[dict[str, Any]]:
+        return [self._resources] if self._resources else []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "worker_restarts": self.worker_restarts}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.worker_restarts = int(state.get("worker_restarts", 0))
+        super().load_state_dict(state)
+
+    def close(self) -> None:
+        if self.process is None:
+            return
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.send(("stop",))
+        self.process.join(5.0)
+        self._stop_process()
+
+
+@dataclass
+class _EnvSlice:
+    """A picklable call that builds the play process's envs."""
+
+    factory: EnvSliceFactory
+    count: int
+    seed: int
+
+    def __call__(self) -> VectorEnv:
+        return self.factory(self.count, self.seed)
