@@ -21,6 +21,7 @@ description: CartPole fixture for the report tests
 base:
   stop: {iterations: 4, total_timesteps: null}
   telemetry.tensorboard: false
+  runner.torch_threads: 1
   env.num_envs: 4
   ppo.num_steps: 32
 points:

@@ -242,7 +242,7 @@ def format_ranking(summary: dict[str, Any], show: int = 5) -> str:
         sps = (
             f"{r['sps_median']:.0f} SPS ({r['sps_median'] / best['sps_median']:.0%})"
             if r["sps_median"]
-            else "failed"
+            else "no measurement (failed, or no iteration after warm-up: raise --point-s)"
         )
         lines.append(f"  {r['point']}: {sps}")
     return "\n".join(lines)
