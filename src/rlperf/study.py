@@ -1,7 +1,8 @@
 """``rlperf study quick``: the README's main job, from nothing to a report in minutes.
 
 1. Training: the shipped ``quick`` sweep: PPO on Pong (ROMs ship with ale-py, nothing to
-   download) under three ways of stepping the games, the same wall-clock budget each, every
+   download) under three ways of stepping the games (the worker processes twice: 1 and 2,
+   for a scaling curve), the same wall-clock budget each, every
    point in its own process.
 2. Inference: the policy of the run that got furthest is exported and quantized, then timed
    on every backend this machine has (points for the others are recorded as skipped), with
@@ -131,7 +132,7 @@ def cmd_study(argv: Sequence[str]) -> int:
         description="A whole study in one command: training runs, an inference benchmark of "
         "the trained policy and the report. Running it again resumes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="quick: PPO on Pong under three runners (80 s of training each), inference on "
+        epilog="quick: PPO on Pong under three runners (60 s of training each, 4 runs), inference on "
         "every available backend, then reports/quick/index.html (about 7 minutes on 2 cores)",
         allow_abbrev=False,
     )
@@ -140,7 +141,7 @@ def cmd_study(argv: Sequence[str]) -> int:
         "-o", "--output", metavar="DIR", help=f"report directory (default {DEFAULT_REPORT})"
     )
     p.add_argument("--runs", metavar="DIR", help=f"where the runs go (default {DEFAULT_RUNS})")
-    p.add_argument("--budget-s", metavar="S", help="seconds of training per run (default 80)")
+    p.add_argument("--budget-s", metavar="S", help="seconds of training per run (default 60)")
     p.add_argument(
         "--fresh", action="store_true", help="move an earlier study aside and start over"
     )

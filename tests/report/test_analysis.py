@@ -32,6 +32,7 @@ def fake_run(
     env_id: str = "ALE/Pong-v5",
     learner_sps: float | None = None,
     actor_sps: float | None = None,
+    proc_cpu: float | None = None,
 ) -> RunData:
     wall = sum(phases.values()) / 1000
     records = []
@@ -46,6 +47,7 @@ def fake_run(
             "episode_reward_mean": rewards[i] if rewards else None,
             "energy/joules": energy,
             "sys/cpu_percent": 90.0,
+            "sys/proc_cpu_percent": proc_cpu,
             "perf/learner_samples_per_s": learner_sps,
             "perf/actor_steps_per_s": actor_sps,
             **{f"{p}_time_ms": ms for p, ms in phases.items()},
@@ -133,6 +135,12 @@ def test_diagnosis_names_the_bound_and_the_remedy() -> None:
     assert "env.engine=envpool or ale-vector" in text and "runner.name=subprocess" in text
     crowded = summarise(fake_run("c", sps=[1, 2, 3], phases=PHASES, workers=16))
     assert "16 workers share 4 cores" in diagnose(crowded)
+    # 90% of 4 cores busy, the run's processes 100% of one core: others took 65%
+    shared = summarise(fake_run("s", sps=[1, 2, 3], phases=PHASES, proc_cpu=100.0))
+    assert shared.others_cpu_percent == pytest.approx(65.0)
+    assert "Other processes used about 65% of the machine's CPU meanwhile" in diagnose(shared)
+    alone = summarise(fake_run("s", sps=[1, 2, 3], phases=PHASES, proc_cpu=350.0))
+    assert "Other processes" not in diagnose(alone)
 
 
 def test_blank_screenshot_detection() -> None:

@@ -172,7 +172,7 @@ def test_fingerprint_follows_the_resolved_config() -> None:
 @pytest.mark.parametrize(
     ("name", "points", "runnable"),
     [
-        ("quick", 3, 3),
+        ("quick", 4, 4),
         ("workers", 5, 5),
         ("thesis-training", 30, 3),  # Exp1 (no GPUs) for each of models 1, 3 and 4
         ("thesis-cpu", 27, 0),  # every Table 3.3 experiment uses a GPU

@@ -18,6 +18,8 @@ NOTABLE = 20.0
 """A secondary phase above this share is worth a sentence."""
 IDLE_CPU = 60.0
 """Whole-machine CPU use below this (with everything on the CPU) leaves cores idle."""
+CONTENDED = 20.0
+"""Other processes using this much of the machine's CPU (%) slowed the run down."""
 
 
 def _bf16(s: RunSummary) -> bool:
@@ -40,15 +42,18 @@ def _actor_help(s: RunSummary) -> str:
     cores = int(s.cpu.get("available_cores") or 0)
     options = []
     if s.engine == "gymnasium" and s.env_id.startswith("ALE/"):
-        options.append("a C++ engine (env.engine=envpool or ale-vector)")
-    if s.runner == "inproc" and cores > 1:
+        where = "env.engine" if s.runner != "subprocess" else "runner.name=inproc with env.engine"
+        options.append(f"a C++ engine ({where}=envpool or ale-vector)")
+    if s.engine == "gymnasium" and s.runner == "inproc" and cores > 1:
         options.append(f"env worker processes (runner.name=subprocess, up to {cores} workers)")
     elif s.workers is not None and cores and s.workers < cores:
         options.append(f"more workers (up to {cores}, the cores here)")
+    if s.algo in ("appo", "impala") and s.runner != "decoupled":
+        options.append("acting beside learning (runner.name=decoupled)")
     if s.actor_device != "cpu":
         options.append("actors on the CPU (runner.actor_device=cpu: small batches wait on the GPU)")
     if not options:
-        options.append("a faster CPU or fewer, larger env batches")
+        options.append("more cores, or fewer envs per core")
     return " or ".join(options) + " would help"
 
 
@@ -100,6 +105,15 @@ def diagnose(s: RunSummary) -> str:
         and s.actor_device == "cpu"
     ):
         extra.append(f"the CPU was only {s.cpu_percent:.0f}% busy: cores sat idle")
+    others = s.others_cpu_percent
+    if others is not None and others >= CONTENDED:
+        extra.append(
+            f"other processes used about {others:.0f}% of the machine's CPU meanwhile: these "
+            "numbers are lower than on an idle machine"
+        )
     if s.warmup_only:
         extra.append("warm-up iterations only: numbers include start-up costs")
-    return text + ("" if not extra else " " + "; ".join(extra).capitalize() + ".")
+    if not extra:
+        return text
+    notes = "; ".join(extra)
+    return f"{text} {notes[0].upper()}{notes[1:]}."

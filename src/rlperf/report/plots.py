@@ -123,6 +123,12 @@ def utilisation(summaries: list[RunSummary], path: Path) -> Path:
     gpus = sorted({i for s in summaries for i in s.gpu_util})
     panels = [
         ("CPU use, whole machine", "% of all cores", [s.cpu_percent for s in summaries], "#4c72b0"),
+        (
+            "CPU use of the run's processes",
+            "% of one core",
+            [s.proc_cpu_percent for s in summaries],
+            "#64b5cd",
+        ),
         ("RAM use, whole machine", "% of RAM", [s.ram_percent for s in summaries], "#dd8452"),
         ("Memory of the run's processes", "resident MiB", [s.rss_mb for s in summaries], "#937860"),
     ]
@@ -139,17 +145,8 @@ def utilisation(summaries: list[RunSummary], path: Path) -> Path:
         ax.set_title(title, fontsize=10)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_axis_off()
-        if not gpus:
-            ax.text(
-                0.5,
-                0.5,
-                "no GPU utilisation recorded\n(no GPU, or NVML not installed)",
-                ha="center",
-                va="center",
-                fontsize=9,
-                transform=ax.transAxes,
-            )
-    fig.suptitle("Resource use (mean over steady iterations)")
+    note = "" if gpus else "; no GPU utilisation recorded (no GPU, or NVML not installed)"
+    fig.suptitle(f"Resource use (mean over steady iterations{note})")
     return _save(fig, path)
 
 
@@ -216,7 +213,15 @@ def learning_curves(runs: list[RunData], path: Path) -> Path:
     if by_steps.get_lines():
         by_time.legend(fontsize=7, loc="best")
     else:
-        by_steps.text(0.5, 0.5, "no game finished yet", ha="center", transform=by_steps.transAxes)
+        for ax in (by_steps, by_time):
+            ax.text(
+                0.5,
+                0.5,
+                "no game finished within these runs\n(a Pong game lasts about 800+ steps per env)",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+            )
     return _save(fig, path)
 
 

@@ -77,6 +77,9 @@ class RunSummary:
     actor_sps: float | None = None
     """Median perf/actor_steps_per_s: env steps the actors produce per second of sample."""
     cpu_percent: float | None = None
+    """Whole-machine CPU use, % of all cores."""
+    proc_cpu_percent: float | None = None
+    """CPU use of the run's own processes, % of one core (200 = two cores busy)."""
     ram_percent: float | None = None
     rss_mb: float | None = None
     gpu_util: dict[int, float] = field(default_factory=dict)
@@ -94,6 +97,15 @@ class RunSummary:
     @property
     def sps_median(self) -> float | None:
         return self.sps[1] if self.sps else None
+
+    @property
+    def others_cpu_percent(self) -> float | None:
+        """Whole-machine CPU (% of all cores) used by processes other than the run's: work
+        that competed with it for the cores."""
+        cores = int(self.cpu.get("available_cores") or self.cpu.get("logical_cores") or 0)
+        if self.cpu_percent is None or self.proc_cpu_percent is None or not cores:
+            return None
+        return max(0.0, self.cpu_percent - self.proc_cpu_percent / cores)
 
     @property
     def phase_pct(self) -> dict[str, float]:
@@ -172,6 +184,7 @@ def summarise(run: RunData) -> RunSummary:
     s.learner_sps = statistics.median(learner) if learner else None
     s.actor_sps = statistics.median(actor) if actor else None
     s.cpu_percent = _mean([_num(r.get("sys/cpu_percent")) for r in rows])
+    s.proc_cpu_percent = _mean([_num(r.get("sys/proc_cpu_percent")) for r in rows])
     s.ram_percent = _mean([_num(r.get("sys/ram_percent")) for r in rows])
     s.rss_mb = _mean([_num(r.get("sys/proc_rss_mb")) for r in rows])
     for key in sorted({k for r in rows for k in r if _GPU_KEY.match(k)}):
