@@ -68,7 +68,7 @@ def test_sigkilled_actor_is_restarted_and_the_run_finishes(runs_root):
     assert rows[-1]["sys/worker_restarts"] == 1 and rows[-1]["sys/live_workers"] == 2
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
     assert not _spawned_children()
-    assert _shm_entries() == shm_before
+    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
 
 
 def test_sigkilled_actor_stops_the_run_cleanly_with_a_checkpoint(runs_root):
@@ -95,7 +95,7 @@ def test_sigkilled_actor_stops_the_run_cleanly_with_a_checkpoint(runs_root):
     done = read_metrics(run_dir)[-1]["iteration"]
     assert (run_dir / "checkpoints" / "latest").read_text().startswith(f"ckpt_{done:08d}_")
     assert not _spawned_children()
-    assert _shm_entries() == shm_before
+    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
 
 
 def test_sigkilled_learner_leaves_no_actor_behind(runs_root):
@@ -111,4 +111,4 @@ def test_sigkilled_learner_leaves_no_actor_behind(runs_root):
         time.sleep(0.1)
     alive = [pid for pid in actors if psutil.pid_exists(pid)]
     assert not [p for p in alive if psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    assert _shm_entries() == shm_before
+    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)

@@ -65,7 +65,7 @@ def test_sigkilled_worker_is_restarted_and_the_run_finishes(runs_root):
         for p in psutil.Process().children(recursive=True)
         if "spawn_main" in " ".join(p.cmdline())
     ]
-    assert _shm_entries() == shm_before
+    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
 
 
 def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(runs_root):
@@ -105,7 +105,7 @@ def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(r
     assert not [
         p for p in psutil.Process().children(recursive=True) if p.pid in {w.pid for w in workers}
     ]
-    assert _shm_entries() == shm_before
+    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
 
     resumed = rlperf_subprocess(
         "train", "--resume", str(run_dir), "-i", str(done + 2), "--no-progress"
