@@ -1,5 +1,5 @@
 # Two commands for a fresh machine (both idempotent):
-#   make demo   install into .venv and run the main job: rlperf study quick (about 7 minutes:
+#   make demo   install into .venv and run the main job: rlperf study quick (about 5 minutes:
 #               PPO on Pong under three runners, an inference benchmark, reports/quick/index.html)
 #   make test   install into .venv (and Debian's chromium for the report's browser test),
 #               then run the whole test suite

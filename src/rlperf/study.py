@@ -133,7 +133,7 @@ def cmd_study(argv: Sequence[str]) -> int:
         "the trained policy and the report. Running it again resumes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="quick: PPO on Pong under three runners (60 s of training each, 4 runs), inference on "
-        "every available backend, then reports/quick/index.html (about 7 minutes on 2 cores)",
+        "every available backend, then reports/quick/index.html (about 5 minutes on 2 idle cores)",
         allow_abbrev=False,
     )
     p.add_argument("study", choices=STUDIES, help="which study")
