@@ -234,7 +234,7 @@ class PlayTrainRunner(TransitionsRunner):
         # runner.torch_threads unset keeps torch's default (every core) for the trainer,
         # unlike the decoupled runner's "cores the actors leave": DQN's trainer is the
         # bottleneck, so the play process mostly waits on a full queue, and the idle core is
-        # worth more to the trainer (Pong on 2 vCPUs: 294 vs 194 FPS, docs/dqn.md).
+        # worth more to the trainer (Pong on 2 vCPUs, one measurement: 294 vs 194 FPS).
         super().__init__(
             cfg,
             None,
