@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 TRAIN = """\
 presets: [cartpole]
 description: CartPole fixture for the report tests
+baseline: subprocess-1
 base:
   stop: {iterations: 4, total_timesteps: null}
   telemetry.tensorboard: false

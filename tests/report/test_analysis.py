@@ -114,6 +114,18 @@ def test_time_to_target() -> None:
     (miss,) = time_to_target([run], 10.0)
     assert miss.env_steps is None and miss.best == 3.0
     assert time_to_target([run], None) == []  # no target anywhere
+    assert hit.metric == "mean100" and hit.frames == hit.env_steps * 4  # Pong: frameskip 4
+
+
+def test_time_to_target_uses_the_runs_own_metric() -> None:
+    """A run that stops on 003's EMA is timed on the EMA, not on the mean of 100 games."""
+    run = fake_run("ema", sps=[1, 1, 1], phases=PHASES, rewards=[-21.0, -21.0, -21.0])
+    for record, ema in zip(run.records, [-5.0, 17.5, 18.0], strict=True):
+        record["episode_reward_ema"] = ema
+    run.config["stop"] = {"target_reward": 17.0, "target_reward_metric": "ema"}
+    (hit,) = time_to_target([run], None)
+    assert hit.metric == "ema" and hit.best == 18.0
+    assert hit.env_steps == run.records[1]["timesteps_total"]
 
 
 def test_diagnosis_names_the_bound_and_the_remedy() -> None:

@@ -41,8 +41,8 @@ TABLES = [
 def report(fixture_sweeps: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     train, infer = fixture_sweeps
     out = tmp_path_factory.mktemp("report") / "out"
-    argv = ["report", str(train), str(infer), "-o", str(out), "--target", "10"]
-    assert main([*argv, "--baseline", "subprocess-1"]) == 0
+    # No --baseline: the sweep file names subprocess-1.
+    assert main(["report", str(train), str(infer), "-o", str(out), "--target", "10"]) == 0
     return out
 
 

@@ -72,6 +72,35 @@ def test_envs_per_worker_is_applied_last() -> None:
     assert [p.cfg.env.num_envs for p in points] == [3, 6]
 
 
+def test_a_points_preset_sits_between_the_spec_presets_and_base() -> None:
+    spec = spec_of(
+        base={"stop.wall_time_s": 60},
+        points=[
+            {"name": "ladder", "preset": "dqn-ladder/02-n-envs"},
+            {"name": "own", "preset": ["dqn-ladder/02-n-envs"], "dqn.batch_size": 64},
+        ],
+        baseline="ladder",
+    )
+    ladder, own = plan_points(spec, [], FAKE_CPU_ONLY)
+    assert ladder.cfg.algo == "dqn" and ladder.cfg.env.num_envs == 3  # from the point's preset
+    assert ladder.cfg.dqn.batch_size == 96 and own.cfg.dqn.batch_size == 64  # point keys win
+    assert ladder.cfg.stop.wall_time_s == 60  # base wins over the point's preset
+    assert spec.baseline == "ladder" and spec.to_dict()["baseline"] == "ladder"
+
+
+def test_dqn_ladder_points_are_the_rung_presets() -> None:
+    from rlperf.config.load import load_preset
+
+    planned = plan_points(load_spec("dqn-ladder"), [], FAKE_CPU_ONLY)
+    assert [p.name for p in planned][:2] == ["00-slow-grads", "01-baseline"]
+    assert load_spec("dqn-ladder").baseline == "01-baseline"
+    rung5 = planned[-1].cfg
+    wanted = load_preset("dqn-ladder/05-native-engine")
+    assert rung5.env.engine == wanted["env"]["engine"] == "ale-vector"
+    assert rung5.runner.name == "play-train" and rung5.env.frame_stack == 2
+    assert rung5.stop.wall_time_s == 900 and rung5.stop.target_reward == 17
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -98,6 +127,12 @@ def test_envs_per_worker_is_applied_last() -> None:
         ),
         ({"command": "bench", "points": [{}]}, "command must be one of train, infer"),
         ({"timeout_s": -1, "points": [{}]}, "timeout_s must be a positive number"),
+        (
+            {"points": [{"name": "a"}], "baseline": "b"},
+            "baseline 'b' is not a point name; valid: a",
+        ),
+        ({"points": [{"name": "x", "preset": "nope"}]}, "point x: unknown preset 'nope'"),
+        ({"points": [{"name": "x", "preset": 3}]}, "point x: preset must be a preset name"),
     ],
 )
 def test_bad_input_names_the_problem(data: dict, message: str) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlperf.report.load import RunData
-from rlperf.report.summary import PHASES, RunSummary
+from rlperf.report.summary import PHASES, RunSummary, frames_per_step
 
 KNEE_FRACTION = 0.9
 """The knee of a scaling curve: the smallest x whose median SPS reaches this fraction of
@@ -118,28 +118,41 @@ def speedups(summaries: list[RunSummary], baseline: str) -> list[SpeedUp]:
 
 @dataclass
 class TimeToTarget:
-    """When a run's mean reward first reached the target (None: not reached)."""
+    """When a run's reward metric first reached the target (None: not reached)."""
 
     label: str
     target: float
+    metric: str
+    """``mean100`` (mean of the last 100 true games) or ``ema`` (003's moving average)."""
     env_steps: int | None
     wall_s: float | None
     best: float | None
+    frames_per_step: int = 1
+
+    @property
+    def frames(self) -> int | None:
+        return None if self.env_steps is None else self.env_steps * self.frames_per_step
+
+
+REWARD_RECORD_KEYS = {"mean100": "episode_reward_mean", "ema": "episode_reward_ema"}
+"""stop.target_reward_metric -> the record field the session compares with the target."""
 
 
 def time_to_target(runs: list[RunData], target: float | None) -> list[TimeToTarget]:
-    """Env steps and training seconds until ``episode_reward_mean`` first reached the target
-    (each run's own ``stop.target_reward`` when ``target`` is None; runs without one are left
-    out)."""
+    """Env steps and training seconds until the run's target metric (``stop.target_reward_metric``:
+    the mean of the last 100 games, or their EMA) first reached the target (each run's own
+    ``stop.target_reward`` when ``target`` is None; runs without one are left out)."""
     out = []
     for run in runs:
         goal = target if target is not None else run.get("stop.target_reward")
         if goal is None:
             continue
+        metric = str(run.get("stop.target_reward_metric", "mean100"))
+        key = REWARD_RECORD_KEYS.get(metric, "episode_reward_mean")
         hit = None
         best = None
         for r in run.records:
-            value = r.get("episode_reward_mean")
+            value = r.get(key)
             if isinstance(value, int | float):
                 best = value if best is None else max(best, value)
                 if hit is None and value >= goal:
@@ -148,9 +161,11 @@ def time_to_target(runs: list[RunData], target: float | None) -> list[TimeToTarg
             TimeToTarget(
                 run.label,
                 float(goal),
+                metric,
                 int(hit["timesteps_total"]) if hit else None,
                 float(hit["time_total_s"]) if hit else None,
                 best,
+                frames_per_step(run),
             )
         )
     return out

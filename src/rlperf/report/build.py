@@ -62,6 +62,7 @@ def _summary_table(summaries: list[RunSummary]) -> Table:
             "SPS median",
             "SPS q1",
             "SPS q3",
+            "FPS median",
             "iteration s",
             "env steps",
             "final return",
@@ -85,6 +86,7 @@ def _summary_table(summaries: list[RunSummary]) -> Table:
                 med,
                 q1,
                 q3,
+                med * s.frameskip if med is not None else None,
                 s.iteration_s,
                 s.timesteps,
                 s.final_reward,
@@ -234,6 +236,17 @@ def _inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
     return latency, fidelity
 
 
+def _sweep_baseline(col: Collection, labels: list[str]) -> str | None:
+    """The baseline a sweep file names, as this report labels it, if that point ran."""
+    for sweep in col.sweeps:
+        if sweep.baseline is None:
+            continue
+        for label in (sweep.baseline, f"{sweep.name}/{sweep.baseline}"):
+            if label in labels:
+                return label
+    return None
+
+
 def _check_output(out_dir: Path, inputs: list[Path]) -> None:
     for marker in ("metrics.jsonl", "sweep.jsonl", "inference.json", "config.yaml"):
         if (out_dir / marker).exists():
@@ -265,6 +278,8 @@ def build_report(
     col = collect([Path(p) for p in paths])
     summaries = [summarise(r) for r in col.runs]
     labels = [s.label for s in summaries]
+    if baseline is None:
+        baseline = _sweep_baseline(col, labels)
     if baseline is not None and baseline not in labels:
         raise UserInputError(
             f"baseline {baseline!r} is not a configuration of this report; valid: {', '.join(labels) or 'none'}"
@@ -290,7 +305,8 @@ def build_report(
         overview.paragraphs.append(
             f"{len(summaries)} training configuration(s). Warm-up iterations (marked in each "
             "run's records) are left out of every number: the thesis discarded its first 3-4 "
-            "GPU iterations by hand. SPS = env steps per second (frames = env steps x frameskip)."
+            "GPU iterations by hand. SPS = env steps per second; FPS = emulator frames per second "
+            "(env steps x frameskip, 003's unit)."
         )
         for sweep in col.sweeps:
             if sweep.description:
@@ -466,10 +482,10 @@ def _learning_section(summaries, col, target, figure, tables) -> Section:  # noq
         t = Table(
             "time_to_target",
             "Time to the target return",
-            ["configuration", "target", "env steps", "training s", "best return"],
+            ["configuration", "metric", "target", "env steps", "frames", "training s", "best"],
         )
         for h in hits:
-            t.rows.append([h.label, h.target, h.env_steps, h.wall_s, h.best])
+            t.rows.append([h.label, h.metric, h.target, h.env_steps, h.frames, h.wall_s, h.best])
         sec.tables += tables(t)
         missing = [h.label for h in hits if h.env_steps is None]
         if missing:

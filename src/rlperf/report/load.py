@@ -152,6 +152,8 @@ class SweepData:
     description: str
     points: dict[str, dict[str, Any]]
     """Point name -> latest ledger record, in the order the points first appeared."""
+    baseline: str | None = None
+    """The point the sweep file names as the speed-up baseline."""
 
 
 @dataclass
@@ -247,7 +249,16 @@ def _load_sweep(path: Path, col: Collection) -> None:
         spec = yaml.safe_load((path / "sweep.yaml").read_text(encoding="utf-8")) or {}
     name = str(spec.get("name") or path.name)
     points = latest_statuses(path / "sweep.jsonl")
-    col.sweeps.append(SweepData(path, name, str(spec.get("description") or ""), points))
+    baseline = spec.get("baseline")
+    col.sweeps.append(
+        SweepData(
+            path,
+            name,
+            str(spec.get("description") or ""),
+            points,
+            str(baseline) if baseline is not None else None,
+        )
+    )
     for point, record in points.items():
         run_dir = path / str(record.get("run_dir") or Path("runs") / point)
         if (run_dir / "metrics.jsonl").is_file():

@@ -129,8 +129,8 @@ def _steps(record: dict[str, Any]) -> float:
     return sps * wall if sps is not None and wall is not None else 0.0
 
 
-def summarise(run: RunData) -> RunSummary:
-    """The :class:`RunSummary` of one run."""
+def frames_per_step(run: RunData) -> int:
+    """Emulator frames per env step: the frameskip of Atari games, 1 for anything else."""
     from rlperf.envs.make import is_atari
 
     env_id = str(run.get("env.id", "?"))
@@ -138,6 +138,12 @@ def summarise(run: RunData) -> RunSummary:
         atari = is_atari(env_id)
     except Exception:  # noqa: BLE001 - an id this installation does not know: treat as non-Atari
         atari = env_id.startswith("ALE/")
+    return int(run.get("env.frameskip", 4)) if atari else 1
+
+
+def summarise(run: RunData) -> RunSummary:
+    """The :class:`RunSummary` of one run."""
+    env_id = str(run.get("env.id", "?"))
     runner = str(run.get("runner.name", "inproc"))
     threads = run.get("runner.torch_threads")
     s = RunSummary(
@@ -154,7 +160,7 @@ def summarise(run: RunData) -> RunSummary:
         actor_device=str(run.get("runner.actor_device", "cpu")),
         precision=str(run.get("runner.precision", "fp32")),
         torch_threads=int(threads) if isinstance(threads, int) else None,
-        frameskip=int(run.get("env.frameskip", 4)) if atari else 1,
+        frameskip=frames_per_step(run),
         iterations=len(run.records),
         flags=list((run.ledger or {}).get("flags") or []),
         command=run.command,

@@ -2,7 +2,7 @@
 
 Order: every combination of the grid (first key slowest) times every entry of ``points``.
 A point's config is built like ``rlperf train`` builds one: defaults < the spec's presets <
-``base`` < the grid's values < the point's own keys < the command line's overrides, then
+the point's own ``preset`` < ``base`` < the grid's values < the point's own keys < the command line's overrides, then
 ``envs_per_worker`` last. Every point is checked before anything runs, so a typo in the
 twentieth point stops the sweep at once with one line naming it.
 """
@@ -162,6 +162,7 @@ def plan_points(
             merged[key.replace("-", "_")] = value
         where = f"sweep {spec.source}: point {name}"
         cfg = copy.deepcopy(base_cfg)
+        _apply_point_presets(cfg, merged.get("preset"), where)
         infer = infer_defaults() if spec.command == "infer" else None
         meta: dict[str, Any] = {}
         pseudo: dict[str, Any] = {}
@@ -207,6 +208,23 @@ def plan_points(
         _check(point, machine, where)
         points.append(point)
     return points
+
+
+def _apply_point_presets(cfg: RunConfig, presets: Any, where: str) -> None:
+    """A point's own ``preset`` (a name or a list), applied on top of the spec's presets."""
+    if presets is None:
+        return
+    names = [presets] if isinstance(presets, str) else presets
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(
+            f"{where}: preset must be a preset name or a list of them, got {presets!r}"
+        )
+    for name in names:
+        try:
+            data = load_preset(name)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        apply_dict(cfg, data, f"{where}: preset {name}")
 
 
 def _set_infer(infer: dict[str, Any], key: str, value: Any, where: str) -> None:

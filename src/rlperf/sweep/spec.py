@@ -16,11 +16,13 @@ A sweep file is YAML (read with ``yaml.safe_load``)::
       - {name: envpool, env.engine: envpool}
     timeout_s: 1800                # per attempt; a point may set its own
     retries: 1                     # further attempts after a failure
+    baseline: gymnasium            # the point speed-ups are measured against (default: first)
 
-Besides config keys a point (or ``base``) may set ``envs_per_worker`` (env.num_envs becomes
-num_workers x this, applied last, like ``--envs-per-worker``), ``gpus`` (the thesis's GPU
-visibility: none, gpu0, gpu1 or both; sets CUDA_VISIBLE_DEVICES of the point), ``timeout_s``
-and ``note``. Inference sweeps (``command: infer``) take ``infer.*`` keys
+Besides config keys a point (or ``base``) may set ``preset`` (rlperf train presets of its own,
+applied after the spec's presets and before ``base``), ``envs_per_worker`` (env.num_envs
+becomes num_workers x this, applied last, like ``--envs-per-worker``), ``gpus`` (the thesis's
+GPU visibility: none, gpu0, gpu1 or both; sets CUDA_VISIBLE_DEVICES of the point),
+``timeout_s`` and ``note``. Inference sweeps (``command: infer``) take ``infer.*`` keys
 (:class:`~rlperf.sweep.infer_point.InferSettings`).
 """
 
@@ -47,8 +49,9 @@ TOP_KEYS = (
     "points",
     "timeout_s",
     "retries",
+    "baseline",
 )
-POINT_META_KEYS = ("name", "gpus", "timeout_s", "note")
+POINT_META_KEYS = ("name", "gpus", "timeout_s", "note", "preset")
 """Keys of a point that are about how it runs, not config keys."""
 PSEUDO_KEYS = ("envs_per_worker",)
 """Keys that are applied to the config by the sweep rather than set directly."""
@@ -76,6 +79,8 @@ class SweepSpec:
     """Each entry: dotted keys -> values, plus the :data:`POINT_META_KEYS`."""
     timeout_s: float = DEFAULT_TIMEOUT_S
     retries: int = 1
+    baseline: str | None = None
+    """The point the report measures speed-ups against (default: the first point)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain data (what ``sweep.yaml`` in the output directory records)."""
@@ -90,6 +95,7 @@ class SweepSpec:
             "points": [dict(p) for p in self.points],
             "timeout_s": self.timeout_s,
             "retries": self.retries,
+            "baseline": self.baseline,
         }
 
 
@@ -204,7 +210,23 @@ def parse_spec(data: Any, source: str, default_name: str = "sweep") -> SweepSpec
         points=points,
         timeout_s=_positive_number(data.get("timeout_s", DEFAULT_TIMEOUT_S), "timeout_s", source),
         retries=_retries(data.get("retries", 1), source),
+        baseline=_baseline(data.get("baseline"), points, grid, source),
     )
+
+
+def _baseline(
+    value: Any, points: list[dict[str, Any]], grid: dict[str, list[Any]], source: str
+) -> str | None:
+    if value is None:
+        return None
+    names = [str(p["name"]) for p in points if "name" in p]
+    # With a grid the point names combine grid values with these names, so only a
+    # grid-less sweep can be checked here; the report checks the rest.
+    if not grid and str(value) not in names:
+        raise ConfigError(
+            f"sweep {source}: baseline {value!r} is not a point name; valid: {', '.join(names) or 'none'}"
+        )
+    return str(value)
 
 
 def _positive_number(value: Any, key: str, source: str) -> float:
