@@ -73,7 +73,9 @@ def _train_parser() -> _Parser:
         epilog=THESIS_ALIASES + "\n\n" + _config_keys_help(),
         allow_abbrev=False,
     )
-    p.add_argument("--algo", help="algorithm: ppo")
+    p.add_argument(
+        "--algo", help="algorithm, e.g. ppo, appo, impala, dqn (a wrong name lists them all)"
+    )
     p.add_argument("--env", help="environment id, e.g. ALE/Pong-v5 or CartPole-v1")
     p.add_argument(
         "--preset",
@@ -84,7 +86,11 @@ def _train_parser() -> _Parser:
     p.add_argument(
         "-m", "--model", help="model name or thesis model number 1..6 (see `rlperf models`)"
     )
-    p.add_argument("--runner", help="execution architecture: inproc or subprocess")
+    p.add_argument(
+        "--runner",
+        help="execution architecture, e.g. inproc, subprocess, decoupled, play-train "
+        "(a wrong name lists them all)",
+    )
     p.add_argument("--engine", help="what steps the games: gymnasium, envpool or ale-vector")
     p.add_argument("--num-workers", help="env worker processes of the subprocess runner")
     p.add_argument(
