@@ -35,6 +35,7 @@ from rlperf.core.checkpoint import (
     set_aside_newer,
 )
 from rlperf.core.errors import CheckpointError, ConfigError, WorkerError
+from rlperf.core.faults import crash_point
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.types import Progress, budget_fraction_left
@@ -445,6 +446,7 @@ class TrainingSession:
                     record = self._record(times, steps, len(episodes), metrics, iter_in_process)
                     for sink in sinks:
                         sink.write(record)
+                        crash_point("records.row")
                     view.update(record, self._eta(record))
                     if main and iter_in_process == 1:  # workers have reported what they got
                         self.worker_processes = self.runner.process_resources()

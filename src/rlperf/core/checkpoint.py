@@ -26,6 +26,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from rlperf.core.errors import CheckpointError
+from rlperf.core.faults import crash_point
 
 FORMAT_VERSION = 1
 TENSORS_FILE = "state.safetensors"
@@ -115,6 +116,7 @@ def save_checkpoint(root: Path, name: str, state: dict[str, Any], keep: int) -> 
     save_file(tensors, str(tmp / TENSORS_FILE))
     with (tmp / TENSORS_FILE).open("rb+") as f:
         os.fsync(f.fileno())
+    crash_point("checkpoint.tensors")
     meta = {
         "format_version": FORMAT_VERSION,
         "tensors_sha256": _sha256(tmp / TENSORS_FILE),
@@ -131,6 +133,7 @@ def save_checkpoint(root: Path, name: str, state: dict[str, Any], keep: int) -> 
     _fsync_dir(root)
     if old.exists():
         shutil.rmtree(old)
+    crash_point("checkpoint.renamed")
     atomic_write_text(root / LATEST, name + "\n")
     _prune(root, keep)
     return final
