@@ -122,3 +122,12 @@ def test_saving_the_same_name_again_replaces_it(tmp_path):
     ckpt.save_checkpoint(tmp_path, "ckpt_1", _state(2.0), keep=3)
     assert ckpt.load_checkpoint(tmp_path)["counters"]["iteration"] == 2
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_tree_naming_a_missing_tensor_is_a_checkpoint_error(tmp_path):
+    path = ckpt.save_checkpoint(tmp_path, "ckpt_1", _state(1.0), keep=1)
+    meta = json.loads((path / ckpt.TREE_FILE).read_text())
+    meta["state"] = {"weights": {"__tensor__": "no.such.tensor"}}
+    (path / ckpt.TREE_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="does not match its tensors"):
+        ckpt.load_checkpoint(path)

@@ -214,8 +214,21 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
             f"checkpoint {ckpt} is corrupted: {TENSORS_FILE} does not match its recorded size/checksum"
             + _previous_hint(ckpt)
         )
-    tensors = load_file(str(tensors_file))
-    state = _unflatten(meta["state"], tensors)
+    try:
+        tensors = load_file(str(tensors_file))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
+        raise CheckpointError(
+            f"checkpoint {ckpt} is corrupted: {TENSORS_FILE} is not a safetensors file "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+            + _previous_hint(ckpt)
+        ) from None
+    try:
+        state = _unflatten(meta["state"], tensors)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(
+            f"checkpoint {ckpt} is corrupted: {TREE_FILE} does not match its tensors ({exc!r})"
+            + _previous_hint(ckpt)
+        ) from None
     state["_checkpoint_path"] = str(ckpt)
     return state
 
