@@ -253,6 +253,16 @@ class RunnerConfig:
     """play-train runner: vector steps the play process writes into one shared-memory chunk (one pipe message per chunk)."""
     play_queue_chunks: int = 8
     """play-train runner: chunks in the bounded queue; the play process waits when the trainer has not taken them (at most this x play_chunk_steps vector steps ahead)."""
+    ignore_worker_failures: bool = False
+    """ray runner: when an actor fails and may not be restarted, continue with the actors left (smaller batches) instead of stopping."""
+    ray_address: str | None = None
+    """ray runner: the cluster to join: auto, HOST:PORT (ray start --head's address) or ray://HOST:PORT (Ray Client); unset = a private local Ray for this run."""
+    ray_num_cpus_per_actor: float = 1.0
+    """ray runner: CPUs Ray reserves for each rollout actor (fractions allowed, e.g. 0.5)."""
+    ray_num_gpus_per_actor: float = 0.0
+    """ray runner: GPUs Ray reserves for each rollout actor (fractions allowed); needs runner.actor_device=cuda."""
+    ray_dashboard: bool = False
+    """ray runner: start Ray's dashboard with a local Ray (listening on 127.0.0.1 only)."""
 
 
 @dataclass

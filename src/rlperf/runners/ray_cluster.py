@@ -1,0 +1,163 @@
+"""Joining or starting Ray for the ray runner, and leaving it again.
+
+``runner.ray_address`` picks the cluster:
+
+- unset: a private local Ray instance for this run (``address="local"``: never a cluster some
+  other program started), shut down when the run ends;
+- ``auto``: the cluster started on this machine with ``ray start`` (or ``RAY_ADDRESS``);
+- ``HOST:PORT``: the head node's GCS address printed by ``ray start --head``;
+- ``ray://HOST:PORT``: a Ray Client server (the head's port 10001), for a driver outside the
+  cluster's network.
+
+The dashboard is off unless ``runner.ray_dashboard`` asks for it, and then it listens on
+127.0.0.1 only (reach it through an SSH tunnel or ``kubectl port-forward``). Ray itself is
+imported only when a run uses the ray runner: it is an optional dependency (``pip install
+rlperf[ray]``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rlperf.config.schema import RunnerConfig
+from rlperf.core.errors import ConfigError
+
+ADDRESS_FORMS = "auto, HOST:PORT (the head's GCS address) or ray://HOST:PORT (Ray Client)"
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+_ADDRESS = re.compile(rf"^(?P<client>ray://)?(?P<host>{_HOST}):(?P<port>\d{{1,5}})$")
+
+
+def check_ray_address(address: str | None) -> None:
+    """Raise ConfigError when ``address`` is neither unset nor one of ADDRESS_FORMS.
+
+    Only the syntax is checked here: nothing is contacted before the run starts.
+    """
+    if address is None or address == "auto":
+        return
+    match = _ADDRESS.match(address)
+    if match is None or not 1 <= int(match["port"]) <= 65535:
+        raise ConfigError(
+            f"runner.ray_address {address!r} is not a Ray address; use {ADDRESS_FORMS}, "
+            "or leave it unset for a local Ray"
+        )
+
+
+def check_ray_config(cfg: RunnerConfig) -> None:
+    """The ray runner's keys are valid, and set only when the ray runner is used."""
+    if cfg.name != "ray":
+        if cfg.ray_address is not None:
+            raise ConfigError(
+                f"runner.ray_address is set but the runner is {cfg.name}; add --runner ray"
+            )
+        return
+    check_ray_address(cfg.ray_address)
+    if not cfg.ray_num_cpus_per_actor > 0:
+        raise ConfigError(
+            f"runner.ray_num_cpus_per_actor must be positive (fractions such as 0.5 are fine), "
+            f"got {cfg.ray_num_cpus_per_actor}"
+        )
+    if not cfg.ray_num_gpus_per_actor >= 0:
+        raise ConfigError(
+            f"runner.ray_num_gpus_per_actor must be 0 or more, got {cfg.ray_num_gpus_per_actor}"
+        )
+    if cfg.ray_num_gpus_per_actor > 0 and not cfg.actor_device.startswith("cuda"):
+        raise ConfigError(
+            "runner.ray_num_gpus_per_actor > 0 reserves GPUs for the actors but "
+            f"runner.actor_device is {cfg.actor_device}; set runner.actor_device=cuda"
+        )
+
+
+def import_ray() -> Any:
+    """The ray module, or a one-line error saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            'runner ray needs Ray: pip install "rlperf[ray]" (Ray core, ray[default]==2.60.0)'
+        ) from None
+    return ray
+
+
+@dataclass
+class RayConnection:
+    """This process's connection to Ray; ``owned`` when this run started (and so must stop) it."""
+
+    address: str
+    owned: bool
+    connected_here: bool
+    """False when Ray was already initialised in this process (tests, notebooks): then the
+    connection is left as it was found."""
+
+    def shutdown(self) -> None:
+        """Disconnect; a Ray instance this run started is stopped with all its processes."""
+        if not self.connected_here:
+            return
+        ray = import_ray()
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def connect(cfg: RunnerConfig) -> RayConnection:
+    """Join the cluster at ``cfg.ray_address``, or start a private local Ray."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return RayConnection(_current_address(ray), owned=False, connected_here=False)
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": True}
+    try:
+        if cfg.ray_address is None:
+            ray.init(
+                address="local",
+                num_cpus=os.cpu_count() or 1,
+                include_dashboard=cfg.ray_dashboard,
+                dashboard_host="127.0.0.1",
+                **quiet,
+            )
+            owned = True
+        else:
+            ray.init(address=cfg.ray_address, **quiet)
+            owned = False
+    except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
+        # Leave nothing half started behind (a local instance whose start failed).
+        if ray.is_initialized():
+            ray.shutdown()
+        where = cfg.ray_address or "a local Ray instance"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"could not {'join the Ray cluster at ' if cfg.ray_address else 'start '}{where}: "
+            f"{first[:300]} (runner.ray_address takes {ADDRESS_FORMS})"
+        ) from None
+    return RayConnection(_current_address(ray), owned=owned, connected_here=True)
+
+
+def _current_address(ray: Any) -> str:
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:  # noqa: BLE001 - only for reporting
+        return "unknown"
+
+
+def check_capacity(ray: Any, num_actors: int, cpus: float, gpus: float) -> None:
+    """Fail at once, naming the shortfall, when the cluster can never place the actors
+    (Ray would otherwise leave them pending forever)."""
+    total = ray.cluster_resources()
+    need = {"CPU": num_actors * cpus, "GPU": num_actors * gpus}
+    for resource, amount in need.items():
+        have = float(total.get(resource, 0.0))
+        if amount > have + 1e-9:
+            per = cpus if resource == "CPU" else gpus
+            raise ConfigError(
+                f"{num_actors} ray actors x {per:g} {resource} need {amount:g} {resource} but the "
+                f"Ray cluster has {have:g}; lower runner.num_workers or "
+                f"runner.ray_num_{resource.lower()}s_per_actor (fractions such as 0.5 are fine), "
+                "or add nodes"
+            )
+
+
+def node_of_this_process(ray: Any) -> dict[str, str]:
+    """Node id and IP of the calling process (an actor reports where it runs)."""
+    context = ray.get_runtime_context()
+    return {"node_id": context.get_node_id(), "node_ip": ray.util.get_node_ip_address()}
