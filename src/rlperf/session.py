@@ -30,11 +30,18 @@ from rlperf.core import distributed
 from rlperf.core.checkpoint import (
     atomic_write_text,
     checkpoint_name,
+    list_checkpoints,
     load_checkpoint,
     save_checkpoint,
     set_aside_newer,
 )
-from rlperf.core.errors import CheckpointError, ConfigError, WorkerError
+from rlperf.core.errors import (
+    CheckpointError,
+    ConfigError,
+    StorageError,
+    WorkerError,
+    is_storage_failure,
+)
 from rlperf.core.faults import crash_point
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
@@ -350,14 +357,26 @@ class TrainingSession:
 
     def run(self) -> Path:
         """Train until a stop criterion; returns the run directory."""
-        if self.rank is not None:  # a data-parallel learner: its launcher holds the lock
-            return self._run()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with _RunLock(self.run_dir):
-            if self.cfg.runner.num_learners > 1:
-                self.exit_code = data_parallel.launch_learners(self)
-                return self.run_dir
-            return self._run()
+        try:
+            if self.rank is not None:  # a data-parallel learner: its launcher holds the lock
+                return self._run()
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            with _RunLock(self.run_dir):
+                if self.cfg.runner.num_learners > 1:
+                    self.exit_code = data_parallel.launch_learners(self)
+                    return self.run_dir
+                return self._run()
+        except OSError as exc:
+            if not is_storage_failure(exc):
+                raise
+            # A read-only or full disk is the machine's state, not a bug: one line. Checkpoints
+            # are written to a temporary name and renamed, so the last one is intact.
+            found = list_checkpoints(self.run_dir / "checkpoints") if self.run_dir.is_dir() else []
+            kept = f"; the last complete checkpoint is {found[-1]}" if found else ""
+            raise StorageError(
+                f"cannot write the run directory {self.run_dir}: {exc.strerror}"
+                f"{f' ({exc.filename})' if exc.filename else ''}{kept}"
+            ) from None
 
     def _start_resumed(self) -> None:
         """Continue the records at the checkpoint; a later line of history is set aside."""
@@ -489,7 +508,12 @@ class TrainingSession:
             # Between iterations the state is consistent: keep what was learned. Midway
             # (envs ahead of the counters, an update half applied) it is not, and the last
             # periodic checkpoint stays the one to resume from.
-            if main and self.iteration > last_saved and not mid_iteration:
+            if (
+                main
+                and self.iteration > last_saved
+                and not mid_iteration
+                and not is_storage_failure(exc)
+            ):
                 try:
                     self.save_checkpoint()
                 except Exception:  # noqa: BLE001 - the original error matters more
@@ -504,9 +528,13 @@ class TrainingSession:
             self.worker_processes = self.runner.process_resources() or self.worker_processes
             self.runner.close()
             if main:
-                _write_json(
-                    self.run_dir / "manifest.json", self._manifest(status, started, stop_reason)
-                )
+                try:
+                    _write_json(
+                        self.run_dir / "manifest.json", self._manifest(status, started, stop_reason)
+                    )
+                except OSError as exc:
+                    if not is_storage_failure(exc) or status != "failed":
+                        raise  # a failed run's own storage error is the one to report
         return self.run_dir
 
     def _decide_stop(self, signal_name: str | None) -> str | None:

@@ -4,6 +4,7 @@ The CLI turns a :class:`UserInputError` into ``rlperf: error: <message>`` and ex
 never a traceback; anything else is a bug and keeps its traceback.
 """
 
+import errno
 import signal
 
 
@@ -18,6 +19,19 @@ class ConfigError(UserInputError):
 
 class CheckpointError(UserInputError):
     """A checkpoint that is missing, truncated or corrupted."""
+
+
+class StorageError(UserInputError):
+    """An output that cannot be written: a read-only or full disk, no permission."""
+
+
+STORAGE_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM})
+"""OSError numbers that mean "this place cannot be written", not a bug."""
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says an output cannot be written (see :data:`STORAGE_ERRNOS`)."""
+    return isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS
 
 
 class WorkerError(RuntimeError):
