@@ -176,6 +176,60 @@ class APPOConfig:
 
 
 @dataclass
+class RNDConfig:
+    """Random Network Distillation (Burda et al. 2018) on PPO with two value heads; defaults after the paper and source 004."""
+
+    num_steps: int = 128
+    """Steps collected per env per iteration (rollout length T; 004's RolloutSteps)."""
+    num_minibatches: int | None = 4
+    """Minibatches per epoch; or set this to null and minibatch_size instead (004's BatchSize)."""
+    minibatch_size: int | None = None
+    """Samples per minibatch (004's BatchSize); set exactly one of the two."""
+    update_epochs: int = 4
+    """Passes over the batch per iteration (004's EpochSteps)."""
+    learning_rate: float = 1e-4
+    """Adam learning rate of policy, value heads and predictor together."""
+    anneal_lr: bool = False
+    """Anneal the learning rate linearly to 0 over the run's step budget (the paper keeps it constant)."""
+    adam_eps: float = 1e-8
+    """Adam epsilon."""
+    gamma: float = 0.999
+    """Discount of extrinsic rewards (004's ExtRewardDiscount)."""
+    int_gamma: float = 0.99
+    """Discount of intrinsic rewards (004's IntRewardDiscount); the intrinsic stream ignores episode ends."""
+    gae_lambda: float = 0.95
+    """GAE lambda of both streams (004's PPOAdvLambda); also the trace lambda of V-trace."""
+    ext_coef: float = 2.0
+    """Weight of the extrinsic advantage (004's ExtCoeff; 0 = intrinsic-only agent)."""
+    int_coef: float = 1.0
+    """Weight of the intrinsic advantage (004's IntCoeff)."""
+    clip_coef: float = 0.1
+    """Surrogate clipping coefficient epsilon (004's PPORewardEps)."""
+    ent_coef: float = 0.001
+    """Entropy bonus coefficient (004's PPOEntropyCoeff)."""
+    vf_coef: float = 0.5
+    """Value loss coefficient (both heads)."""
+    max_grad_norm: float | None = 0.5
+    """Clip the global gradient norm to this value (004's ClipGradNorm); unset = no clipping."""
+    norm_adv: bool = True
+    """Normalise the combined advantages per minibatch."""
+    update_proportion: float = 0.25
+    """Share of each minibatch the predictor trains on (004's RNDUpdateProportion), so it does not learn faster than the policy explores."""
+    num_init_steps: int = 128
+    """Env steps per env that only initialise the observation normaliser before learning starts (004's NumInitSteps); the untrained policy acts almost uniformly at random meanwhile."""
+    obs_clip: float = 5.0
+    """Clip normalised observations of the RND networks to +- this."""
+    vtrace: bool | None = None
+    """Correct for policy lag with V-trace on both advantage streams; unset = on exactly when the runner acts with a lagged policy (decoupled)."""
+    rho_bar: float = 1.0
+    """V-trace truncation of the importance weights rho."""
+    c_bar: float = 1.0
+    """V-trace truncation of the trace coefficients c (at most rho_bar)."""
+    max_policy_lag: int = 2
+    """Learner updates by which the behaviour policy may trail the learner (decoupled runner)."""
+
+
+@dataclass
 class DQNConfig:
     """DQN hyperparameters (Mnih et al. 2015); defaults are source 003's Pong baseline (Deep RL Hands-On, ch. 8-9)."""
 
@@ -325,6 +379,7 @@ class RunConfig:
     impala: IMPALAConfig = field(default_factory=IMPALAConfig)
     appo: APPOConfig = field(default_factory=APPOConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
+    rnd: RNDConfig = field(default_factory=RNDConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     stop: StopConfig = field(default_factory=StopConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
