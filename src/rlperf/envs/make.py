@@ -42,6 +42,15 @@ def _ale_available() -> bool:
     return True
 
 
+@lru_cache(maxsize=1)
+def _register_rlperf_envs() -> None:
+    """Register rlperf's own games (rlperf/FootballEmptyGoalClose-v0) with gymnasium, once,
+    when an env id is first looked at (not as a side effect of importing a module)."""
+    from rlperf.envs import football
+
+    football.register()
+
+
 def _split_module(env_id: str) -> tuple[str | None, str]:
     """Split gymnasium's ``module:Env-v0`` form into (module, registry id)."""
     if ":" in env_id:
@@ -53,6 +62,7 @@ def _split_module(env_id: str) -> tuple[str | None, str]:
 def is_atari(env_id: str) -> bool:
     """True if ``env_id`` is an ALE game (judged by its registered entry point)."""
     _ale_available()
+    _register_rlperf_envs()
     spec = gymnasium.registry.get(_split_module(env_id)[1])
     if spec is None:
         return env_id.startswith("ALE/")
@@ -95,6 +105,7 @@ def validate_env_id(env_id: str) -> None:
     if not isinstance(env_id, str) or not env_id.strip():
         raise ConfigError(f"env.id must be a non-empty gymnasium id, got {env_id!r}")
     ale = _ale_available()
+    _register_rlperf_envs()
     module, name = _split_module(env_id)
     if module is not None:
         try:
