@@ -14,6 +14,9 @@ RUNNER_CAPABILITIES: dict[str, tuple[frozenset[str], int]] = {
     "decoupled": (frozenset({"rollout"}), 1),
     # the play process acts with the weights of its last pull, updates behind the trainer
     "play-train": (frozenset({"transitions"}), 1),
+    # synchronous (every actor acts with the current weights) when the algorithm needs lag 0,
+    # asynchronous with the algorithm's lag bound otherwise
+    "ray": (frozenset({"rollout"}), 0),
 }
 
 # runner -> engines it can drive. The C++ engines run their own thread pools in the calling
@@ -25,6 +28,8 @@ RUNNER_ENGINES: dict[str, frozenset[str]] = {
     "decoupled": frozenset({"gymnasium", "envpool", "ale-vector"}),
     # the play process steps the envs with any engine
     "play-train": frozenset({"gymnasium", "envpool", "ale-vector"}),
+    # each Ray actor steps its share of the envs with any engine
+    "ray": frozenset({"gymnasium", "envpool", "ale-vector"}),
 }
 
 

@@ -1,0 +1,381 @@
+"""The ray runner: rollout actors are Ray actors, on one machine or across a cluster.
+
+``num_workers`` :class:`~rlperf.runners.ray_rollout_actor.RolloutActor` s each step
+``num_envs / num_workers`` envs (of any engine) with a versioned copy of the policy; Ray
+places them on the cluster's nodes (``SPREAD``), reserving ``ray_num_cpus_per_actor`` CPUs
+and ``ray_num_gpus_per_actor`` GPUs for each. The learner is this process (the Ray driver),
+on ``runner.learner_device``.
+
+Weights travel through Ray's object store: every publication is one ``ray.put`` of a flat
+fp32 array, and the version number travels with its reference, so an actor fetches only
+weights it does not hold yet.
+
+Two modes, picked by the algorithm's ``max_policy_lag``:
+
+- synchronous (0, PPO): every iteration each live actor samples one rollout with the
+  current weights; the batch is the actors' rollouts in actor order, exactly on-policy;
+- asynchronous (>= 1, IMPALA/APPO): each actor always has one rollout in flight and is given
+  the newest weights the moment its previous rollout arrives, so acting overlaps learning;
+  ``collect`` takes ``num_workers`` rollouts in arrival order and drops those whose lag
+  exceeds ``max_policy_lag`` (``perf/rollouts_dropped``), as the decoupled runner does.
+
+Faults: actors are created with ``max_restarts`` (Ray rebuilds an actor whose process died);
+the rollout in flight is lost, the call is made again and the rebuilt actor fetches the
+current weights before it acts. Restarts are counted over the run
+(``runner.max_worker_restarts``, as for the other runners); past it, or with
+``restart_failed_workers`` off, the run stops with :class:`ActorError` (the session writes a
+checkpoint), unless ``ignore_worker_failures`` lets it continue with the actors left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlperf.config.schema import RunnerConfig
+from rlperf.core.optim import LocalGradientStep
+from rlperf.core.protocols import Algorithm
+from rlperf.core.types import Rollout
+from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.vector import VectorEnv
+from rlperf.models.policy import ActorCritic
+from rlperf.runners.decoupled import ROLLOUT_TIMEOUT_S, ActorError, learner_threads
+from rlperf.runners.inproc import resolve_device
+from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
+from rlperf.runners.ray_rollout_actor import (
+    RayActorSetup,
+    RayRollout,
+    RolloutActor,
+    rollout_from_arrays,
+    weights_to_numpy,
+)
+from rlperf.runners.shared_memory import empty_batch, gather_rollouts
+from rlperf.telemetry.timers import PhaseTimer
+
+# Builds `count` envs of the run's env config; env i is seeded `seed + i`.
+EnvSliceFactory = Callable[[int, int], VectorEnv]
+
+
+@dataclass
+class _Actor:
+    index: int
+    handle: Any  # a ray.actor.ActorHandle
+    live: bool = True
+    inflight: Any = None  # the ObjectRef of the rollout being sampled, if any
+    restart_counted: bool = False
+    """A failure was seen and counted; the rebuilt actor's first report must not count again."""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class RayRunner:
+    """Rollout actors on Ray; the learner in this process; synchronous or bounded-lag."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        cfg: RunnerConfig,
+        algo: Algorithm,
+        *,
+        num_envs: int,
+        make_env_slice: EnvSliceFactory,
+        make_policy: Callable[[], ActorCritic],
+        seed: int,
+    ) -> None:
+        self.cfg = cfg
+        self._ray = import_ray()
+        self.learner_device = resolve_device(cfg.learner_device)
+        self.actor_device = resolve_device(cfg.actor_device)
+        self.learner = algo.policy.to(self.learner_device)
+        if cfg.channels_last:
+            self.learner.to(memory_format=torch.channels_last)
+        self.max_policy_lag = algo.data_spec.max_policy_lag
+        self.asynchronous = self.max_policy_lag > 0
+        self.num_steps = algo.data_spec.horizon
+        self.envs_per_actor = num_envs // cfg.num_workers
+        self.make_env_slice = make_env_slice
+        self.make_policy = make_policy
+        self.seed = seed
+        self.version = 0
+        self._weights_ref: Any = None
+        self._started = False
+        self._batches: dict[int, Rollout] = {}  # gather buffers by number of rollouts
+        self._dropped = 0
+        self._lags: list[int] = []
+        self._actor_steps_per_s = 0.0
+        self.worker_restarts = 0
+        self.actors: list[_Actor] = []
+        self.connection = connect(cfg)
+        try:
+            if self.connection.owned and cfg.torch_threads is None:
+                # A private local Ray: the actors share this machine with the learner.
+                torch.set_num_threads(learner_threads(cfg))
+            check_capacity(
+                self._ray, cfg.num_workers, cfg.ray_num_cpus_per_actor, cfg.ray_num_gpus_per_actor
+            )
+            self._remote = self._ray.remote(RolloutActor)
+            self.actors = [_Actor(i, self._create(i)) for i in range(cfg.num_workers)]
+            self._wait_built()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ actors
+
+    def _create(self, index: int) -> Any:
+        cfg = self.cfg
+        first_env = index * self.envs_per_actor
+        setup = RayActorSetup(
+            index=index,
+            first_env=first_env,
+            num_envs=self.envs_per_actor,
+            make_envs=self.make_env_slice,
+            env_seed=self.seed + first_env,
+            make_policy=self.make_policy,
+            torch_seed=self.seed + 7919 * (index + 1),
+            num_steps=self.num_steps,
+            device=str(self.actor_device),
+            precision=cfg.precision,
+            channels_last=cfg.channels_last,
+            torch_threads=cfg.actor_threads,
+        )
+        return self._remote.options(
+            name=None,
+            num_cpus=cfg.ray_num_cpus_per_actor,
+            num_gpus=cfg.ray_num_gpus_per_actor,
+            max_restarts=cfg.max_worker_restarts if cfg.restart_failed_workers else 0,
+            max_task_retries=0,  # a lost rollout is asked for again by collect, not by Ray
+            scheduling_strategy="SPREAD",
+        ).remote(setup)
+
+    def _wait_built(self) -> None:
+        """Block until every actor has built its envs and policy (or failed doing so)."""
+        ray = self._ray
+        refs = [a.handle.info.remote() for a in self.actors]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=ROLLOUT_TIMEOUT_S)
+        if len(ready) < len(refs):
+            raise ActorError(
+                f"{len(refs) - len(ready)} of {len(refs)} ray actors were not placed and built "
+                f"within {ROLLOUT_TIMEOUT_S:g} s (ray status shows what the cluster lacks)",
+                worker_index=-1,
+            )
+        for actor, ref in zip(self.actors, refs, strict=True):
+            try:
+                actor.info = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                raise ActorError(
+                    f"{self._describe(actor)} failed to start: {_first_line(exc)}",
+                    worker_index=actor.index,
+                    worker_traceback=str(exc),
+                ) from None
+
+    def _describe(self, actor: _Actor) -> str:
+        lo = actor.index * self.envs_per_actor
+        where = ""
+        if actor.info:
+            where = f", pid {actor.info.get('pid')} on node {actor.info.get('node_ip')}"
+        return f"ray actor {actor.index} (envs {lo}..{lo + self.envs_per_actor - 1}{where})"
+
+    def _live(self) -> list[_Actor]:
+        return [a for a in self.actors if a.live]
+
+    def _publish(self) -> None:
+        self.version += 1
+        self._weights_ref = self._ray.put(weights_to_numpy(self.learner))
+
+    def _submit(self, actor: _Actor) -> None:
+        actor.inflight = actor.handle.sample.remote(self.version, [self._weights_ref])
+
+    def _fail(self, actor: _Actor, cause: str, worker_traceback: str | None = None) -> None:
+        """After ``actor`` lost a rollout: let Ray rebuild it (restart budget left), give it
+        up (``ignore_worker_failures``), or raise ActorError."""
+        cfg = self.cfg
+        error = ActorError(
+            f"{self._describe(actor)} {cause}",
+            worker_index=actor.index,
+            worker_traceback=worker_traceback,
+        )
+        actor.inflight = None
+        if cfg.restart_failed_workers and self.worker_restarts < cfg.max_worker_restarts:
+            self.worker_restarts += 1
+            actor.restart_counted = True
+            _say(
+                f"restarting {self._describe(actor)} (restart {self.worker_restarts} of at most "
+                f"{cfg.max_worker_restarts}) after: {cause}"
+            )
+            if worker_traceback is not None:  # an exception, not a death: rebuild it anyway
+                self._ray.kill(actor.handle, no_restart=False)
+            self._submit(actor)  # queued by Ray until the rebuilt actor is up
+            return
+        others = [a for a in self._live() if a is not actor]
+        if cfg.ignore_worker_failures and others:
+            actor.live = False
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor.handle, no_restart=True)
+            _say(f"continuing with {len(others)} actors without {self._describe(actor)}: {cause}")
+            return
+        raise error
+
+    def _receive(self, pending: list[_Actor]) -> tuple[_Actor, RayRollout] | None:
+        """The next rollout of one of ``pending`` actors, or None after handling a failure."""
+        ray = self._ray
+        owners = {a.inflight: a for a in pending}
+        ready, _ = ray.wait(list(owners), num_returns=1, timeout=ROLLOUT_TIMEOUT_S)
+        if not ready:
+            raise ActorError(
+                f"no rollout from any of {len(owners)} ray actors within {ROLLOUT_TIMEOUT_S:g} s",
+                worker_index=-1,
+            )
+        actor = owners[ready[0]]
+        try:
+            result: RayRollout = ray.get(ready[0])
+        except ray.exceptions.RayActorError as exc:
+            self._fail(actor, f"died ({_first_line(exc)})")
+            return None
+        except ray.exceptions.RayTaskError as exc:
+            self._fail(actor, f"raised {_first_line(exc)}", str(exc))
+            return None
+        actor.inflight = None
+        actor.info = {k: v for k, v in result.info.items() if k != "restarted"}
+        if result.info.get("restarted"):
+            self._count_silent_restart(actor)
+        return actor, result
+
+    def _count_silent_restart(self, actor: _Actor) -> None:
+        """A rebuilt actor's first rollout: its death was counted when its rollout was lost,
+        or it died between two calls and Ray rebuilt it unseen; count that now."""
+        if actor.restart_counted:
+            actor.restart_counted = False
+            return
+        cfg = self.cfg
+        if self.worker_restarts >= cfg.max_worker_restarts and not cfg.ignore_worker_failures:
+            raise ActorError(
+                f"{self._describe(actor)} died and was rebuilt by Ray, past "
+                f"runner.max_worker_restarts={cfg.max_worker_restarts}",
+                worker_index=actor.index,
+            )
+        self.worker_restarts += 1
+        _say(f"{self._describe(actor)} died between rollouts and was restarted by Ray")
+
+    # ------------------------------------------------------------------ Runner
+
+    def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
+        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
+
+    def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
+        if not self._started:
+            self._publish()
+            self._started = True
+        if not self.asynchronous or not any(a.inflight is not None for a in self._live()):
+            for actor in self._live():
+                self._submit(actor)
+        reports: list[tuple[_Actor, RayRollout]] = []
+        self._lags, dropped = [], 0
+        with timer.phase("queue_wait"):
+            while len(reports) < len(self._live()):
+                pending = [a for a in self._live() if a.inflight is not None]
+                received = self._receive(pending)
+                if received is None:
+                    continue
+                actor, result = received
+                if self.asynchronous:
+                    self._submit(actor)  # acting goes on while the learner learns
+                lag = self.version - result.policy_version
+                if lag > self.max_policy_lag:
+                    dropped += 1
+                    continue
+                self._lags.append(lag)
+                reports.append(received)
+        self._dropped = dropped
+        if not self.asynchronous:
+            reports.sort(key=lambda r: r[0].index)  # the same env order every iteration
+        with timer.phase("copy"):
+            parts = [rollout_from_arrays(r.arrays) for _, r in reports]
+            out = self._batches.get(len(parts))
+            if out is None:
+                out = self._batches[len(parts)] = empty_batch(
+                    parts[0], len(parts) * self.envs_per_actor
+                )
+            batch = gather_rollouts(parts, out)
+        busy = []
+        for _, r in reports:
+            for name in ("env_step", "policy_forward"):
+                timer.add(name, r.seconds[name])
+            timer.add("actor_weight_sync", r.seconds["weight_sync"])
+            busy.append(sum(r.seconds.values()))
+        steps = batch.num_steps * batch.num_envs
+        self._actor_steps_per_s = steps / (sum(busy) / len(busy)) if sum(busy) > 0 else 0.0
+        episodes = [e for _, r in reports for e in r.episodes]
+        return batch, episodes
+
+    def load(self, batch: Rollout) -> Rollout:
+        return batch.to(self.learner_device)
+
+    def sync_weights(self) -> None:
+        self._publish()
+
+    def worker_metrics(self) -> dict[str, float]:
+        live = self._live()
+        per_node = Counter(a.info.get("node_id") for a in live)
+        return {
+            "sys/live_workers": float(len(live)),
+            "sys/worker_restarts": float(self.worker_restarts),
+            "sys/nodes": float(len(per_node)),
+            "sys/actors_per_node_min": float(min(per_node.values(), default=0)),
+            "sys/actors_per_node_max": float(max(per_node.values(), default=0)),
+            "perf/policy_lag": float(np.mean(self._lags)) if self._lags else 0.0,
+            "perf/policy_lag_max": float(max(self._lags, default=0)),
+            "perf/rollouts_dropped": float(self._dropped),
+            "perf/actor_steps_per_s": self._actor_steps_per_s,
+        }
+
+    def actors_per_node(self) -> dict[str, int]:
+        """Live actors on each node, by node IP and id."""
+        return dict(
+            Counter(f"{a.info.get('node_ip')}/{a.info.get('node_id')}" for a in self._live())
+        )
+
+    def process_resources(self) -> list[dict[str, Any]]:
+        return [{**a.info, "live": a.live} for a in self.actors if a.info]
+
+    def state_dict(self) -> dict[str, Any]:
+        # Actors run ahead of the learner (asynchronous mode) and live on other machines:
+        # no env snapshot is kept, a resumed run starts new episodes.
+        return {"envs": None, "worker_restarts": self.worker_restarts}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.worker_restarts = int(state.get("worker_restarts", 0))
+
+    def close(self) -> None:
+        ray = self._ray
+        if ray.is_initialized():
+            closing = []
+            for actor in self.actors:
+                with contextlib.suppress(Exception):
+                    closing.append(actor.handle.close.remote())
+            with contextlib.suppress(Exception):
+                ray.wait(closing, num_returns=len(closing), timeout=5.0)
+            for actor in self.actors:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor.handle, no_restart=True)
+        self.actors = []
+        self._batches.clear()
+        self._weights_ref = None
+        if hasattr(self, "connection"):
+            self.connection.shutdown()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _say(message: str) -> None:
+    print(f"rlperf: {message}", file=sys.stderr, flush=True)
