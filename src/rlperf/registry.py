@@ -31,6 +31,7 @@ from rlperf.runners.compat import check_compatible, check_engine
 from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.runners.inproc import InProcRunner, SubprocRunner
 from rlperf.runners.play_train import PlayTrainRunner
+from rlperf.runners.ray_cluster import check_ray_config
 from rlperf.runners.transitions import TransitionsRunner
 
 ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
@@ -64,6 +65,23 @@ def _decoupled(
         algo,
         num_envs=cfg.env.num_envs,
         obs_space=spaces.observation,
+        make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
+        make_policy=functools.partial(build_model, cfg.model, obs_shape, int(spaces.action.n)),
+        seed=cfg.seed,
+    )
+
+
+def _ray(
+    cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
+) -> Runner:
+    # Imported here: Ray is an optional dependency (pip install "rlperf[ray]").
+    from rlperf.runners.ray_actors import RayRunner
+
+    obs_shape = tuple(spaces.observation.shape or ())
+    return RayRunner(
+        cfg.runner,
+        algo,
+        num_envs=cfg.env.num_envs,
         make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
         make_policy=functools.partial(build_model, cfg.model, obs_shape, int(spaces.action.n)),
         seed=cfg.seed,
@@ -111,6 +129,7 @@ RUNNERS: dict[str, RunnerFactory] = {
     ),
     "decoupled": _decoupled,
     "play-train": _play_train,
+    "ray": _ray,
 }
 
 ENGINES = ("gymnasium", "envpool", "ale-vector")
@@ -163,6 +182,7 @@ def check_names(cfg: RunConfig) -> None:
     _check_name("runner", cfg.runner.name, list(RUNNERS))
     _check_name("engine", cfg.env.engine, list(ENGINES))
     check_engine(cfg.runner.name, cfg.env.engine)
+    check_ray_config(cfg.runner)
     cfg.model.name = resolve_model_name(cfg.model.name)
     validate_env_id(cfg.env.id)
     spec = MODELS[cfg.model.name]
@@ -190,7 +210,7 @@ def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
 def make_envs(cfg: RunConfig, dim: int) -> VectorEnv | None:
     """The vector env the learner's process steps (through the runner and engine of ``cfg``);
     None for the decoupled and play-train runners, whose worker processes build their own."""
-    if cfg.runner.name in ("decoupled", "play-train"):
+    if cfg.runner.name in ("decoupled", "play-train", "ray"):
         return None
     if cfg.runner.name == "subprocess":
         from rlperf.envs.subproc import make_subproc_vector_env
