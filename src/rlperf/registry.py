@@ -19,6 +19,7 @@ from rlperf.algos.appo import APPO
 from rlperf.algos.dqn import DQN, QNetwork
 from rlperf.algos.impala import IMPALA
 from rlperf.algos.ppo import PPO
+from rlperf.algos.rnd import RND
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import Algorithm
@@ -26,13 +27,48 @@ from rlperf.envs.make import is_atari, make_engine_envs, make_env_slice, validat
 from rlperf.envs.vector import VectorEnv
 from rlperf.models.catalog import MODELS, build_model, resolve_model_name
 from rlperf.models.policy import ActorCritic
+from rlperf.models.rnd import RNDPolicy
 from rlperf.runners.base import Runner
-from rlperf.runners.compat import check_compatible, check_engine
+from rlperf.runners.compat import RUNNER_CAPABILITIES, check_compatible, check_engine
 from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.runners.inproc import InProcRunner, SubprocRunner
 from rlperf.runners.play_train import PlayTrainRunner
 from rlperf.runners.ray_cluster import check_ray_config
 from rlperf.runners.transitions import TransitionsRunner
+
+
+def _rnd_input_shape(cfg: RunConfig, policy: ActorCritic) -> tuple[int, ...]:
+    """What RND's target and predictor see: the newest frame (Atari) or the features."""
+    if is_atari(cfg.env.id):
+        dim = resolve_dim(cfg)
+        return (1 if cfg.env.grayscale else 3, dim, dim)
+    first = next(m for m in policy.policy_torso.modules() if isinstance(m, torch.nn.Linear))
+    return (first.in_features,)
+
+
+def _rnd(cfg: RunConfig, policy: ActorCritic) -> RND:
+    if cfg.runner.num_learners > 1:
+        raise ConfigError(
+            "algorithm rnd keeps its normalisers in one learner; use runner.num_learners=1"
+        )
+    lagged = RUNNER_CAPABILITIES[cfg.runner.name][1] > 0
+    return RND(
+        cfg.rnd,
+        RNDPolicy.from_actor_critic(policy, _rnd_input_shape(cfg, policy)),
+        seed=cfg.seed,
+        num_envs=cfg.env.num_envs,
+        use_vtrace=lagged if cfg.rnd.vtrace is None else cfg.rnd.vtrace,
+    )
+
+
+def acting_policy(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) -> ActorCritic:
+    """The network an actor process acts with: the built model, or for RND the same
+    two-headed module the learner trains (weights are published as one flat buffer)."""
+    policy = build_model(cfg.model, obs_shape, num_actions)
+    if cfg.algo == "rnd":
+        return RNDPolicy.from_actor_critic(policy, _rnd_input_shape(cfg, policy))
+    return policy
+
 
 ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
     "ppo": lambda cfg, policy: PPO(cfg.ppo, policy, seed=cfg.seed),
@@ -45,6 +81,8 @@ ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
         seed=cfg.seed,
         total_timesteps=cfg.stop.total_timesteps,
     ),
+    # RND wraps the built model's torsos with a second value head and its two networks.
+    "rnd": _rnd,
 }
 
 
@@ -66,7 +104,7 @@ def _decoupled(
         num_envs=cfg.env.num_envs,
         obs_space=spaces.observation,
         make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
-        make_policy=functools.partial(build_model, cfg.model, obs_shape, int(spaces.action.n)),
+        make_policy=functools.partial(acting_policy, cfg, obs_shape, int(spaces.action.n)),
         seed=cfg.seed,
     )
 
