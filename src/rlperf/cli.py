@@ -92,6 +92,11 @@ def _train_parser() -> _Parser:
         "(a wrong name lists them all)",
     )
     p.add_argument("--engine", help="what steps the games: gymnasium, envpool or ale-vector")
+    p.add_argument(
+        "--ray-address",
+        help="runner ray: join this cluster (auto, HOST:PORT or ray://HOST:PORT); "
+        "unset = a local Ray",
+    )
     p.add_argument("--num-workers", help="env worker processes of the subprocess runner")
     p.add_argument(
         "--envs-per-worker",
@@ -179,6 +184,7 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         ("model", "model.name"),
         ("runner", "runner.name"),
         ("engine", "env.engine"),
+        ("ray_address", "runner.ray_address"),
         ("num_workers", "runner.num_workers"),
         ("seed", "seed"),
         ("runs_root", "runs_root"),
