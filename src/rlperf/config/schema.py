@@ -270,6 +270,42 @@ class DQNConfig:
 
 
 @dataclass
+class A3CConfig:
+    """A3C hyperparameters (Mnih et al. 2016); defaults are source 002's football run (n-step advantages with GAE parameter tau, losses summed over each segment)."""
+
+    num_local_steps: int = 50
+    """Steps per env in one update segment: a worker syncs from the shared model, plays this many steps, then applies one gradient step."""
+    learning_rate: float = 1e-4
+    """Learning rate of the shared optimizer."""
+    optimizer: str = "rmsprop"
+    """Shared optimizer: rmsprop (002's GlobalRMSprop) or adam (002's GlobalAdam); statistics live in shared memory."""
+    eps: float = 1e-8
+    """Optimizer epsilon."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 1.0
+    """GAE parameter of the actor's advantages (gae_lambda; 1.0 = n-step advantages)."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient (002's beta)."""
+    vf_coef: float = 1.0
+    """Critic loss coefficient (002: 1, the critic's squared error halved)."""
+    max_grad_norm: float | None = None
+    """Clip each segment's gradient norm to this value before it is applied; unset = no clipping (002)."""
+    value_clip: float | None = None
+    """Clamp the critic's error (n-step return - value) to +- this in the critic loss; unset = off (one of 002's experiments)."""
+    standardize_rewards: bool = False
+    """Standardise the rewards of each segment to zero mean and unit variance before the returns (one of 002's experiments; off)."""
+    time_penalty: float = 0.0
+    """Subtract this from every training reward (002 found a per-step penalty slows learning; 0 = off). Reported returns stay the game's."""
+    lr_drop_steps: int | None = None
+    """Env steps after which the learning rate is multiplied by lr_drop_factor (002 dropped 1e-4 to 1e-5 by hand after about 500 episodes); unset = constant."""
+    lr_drop_factor: float = 0.1
+    """Factor applied to the learning rate at lr_drop_steps."""
+    init_weights: str | None = None
+    """Start from these weights: a .safetensors file or a run's checkpoint directory; only tensors whose names and shapes match are loaded, and a report names the rest."""
+
+
+@dataclass
 class RunnerConfig:
     """Who steps the envs, where the networks live, and which CPU resources are used."""
 
@@ -317,6 +353,8 @@ class RunnerConfig:
     """ray runner: GPUs Ray reserves for each rollout actor (fractions allowed); needs runner.actor_device=cuda."""
     ray_dashboard: bool = False
     """ray runner: start Ray's dashboard with a local Ray (listening on 127.0.0.1 only)."""
+    eval_interval_s: float = 5.0
+    """hogwild runner: seconds between two greedy evaluation episodes of the shared model in a separate process (002's local_test); 0 = no evaluation process."""
 
 
 @dataclass
@@ -373,6 +411,8 @@ class RunConfig:
     """Directory under which run directories are created."""
     run_name: str | None = None
     """Run directory name under runs_root; unset = <env>__<algo>__<runner>__s<seed>__<utc time>."""
+    nan_policy: str = "raise"
+    """A NaN/inf in a batch, loss, gradient or logged loss: raise (stop, save the batch), skip_update or warn."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -380,6 +420,7 @@ class RunConfig:
     appo: APPOConfig = field(default_factory=APPOConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
     rnd: RNDConfig = field(default_factory=RNDConfig)
+    a3c: A3CConfig = field(default_factory=A3CConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     stop: StopConfig = field(default_factory=StopConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
