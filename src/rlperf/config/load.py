@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from rlperf.config.rnd_keys import translate_rnd_keys
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 
@@ -278,6 +279,8 @@ def load_preset(name: str, _depth: int = 0) -> dict[str, Any]:
         ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"preset {name!r} must be a mapping of config keys")
+    # Source 004's CamelCase keys (NumWorkers, RolloutSteps, ...) become rlperf keys.
+    data = translate_rnd_keys(data, f"preset {name!r}")
     base = data.pop("extends", None)
     if base is not None:
         if _depth >= 8:
