@@ -206,6 +206,10 @@ class AtariEnv:
         """Release the emulator."""
         self._env.close()
 
+    def screen_rgb(self) -> np.ndarray:
+        """The current full-size RGB screen (H, W, 3) uint8, as a player sees it (for videos)."""
+        return self._ale.getScreenRGB()
+
     # ------------------------------------------------------------------ internals
 
     def _advance(self, ale_action: int) -> int:
