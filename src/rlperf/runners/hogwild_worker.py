@@ -1,0 +1,210 @@
+"""The processes of the hogwild runner: learning workers and the greedy evaluator.
+
+Protocol over each process's own pipe (small messages only; weights live in shared memory):
+
+- driver -> process: ``("start",)`` once the driver is ready (after a resume has loaded the
+  shared weights), ``("stop",)``.
+- worker -> driver: ``("hello", resources)`` after start-up, ``("segment", SegmentReport)``
+  after each gradient step, ``("error", message, traceback)`` before exiting on an exception.
+- evaluator -> driver: ``("hello", resources)``, ``("eval", return, length)`` per episode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlperf.core.protocols import Algorithm
+from rlperf.core.resources import apply_cpu_resources, die_with_parent
+from rlperf.core.shared_optim import HogwildGradientStep, SharedOptimizer
+from rlperf.core.types import Progress, Rollout
+from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.vector import VectorEnv
+from rlperf.runners.collector import RolloutCollector
+from rlperf.telemetry.timers import PhaseTimer
+
+SEGMENT_PHASES = ("sync", "sample", "learn", "env_step", "policy_forward")
+"""Worker-side seconds in each report: ``sync`` (local copy from the shared model),
+``sample`` (acting and env steps; ``env_step`` and ``policy_forward`` inside it),
+``learn`` (loss, backward and the shared optimizer step)."""
+
+
+@dataclass
+class WorkerSetup:
+    """Everything a hogwild process needs, pickled once when it is spawned."""
+
+    index: int
+    first_env: int
+    """Index of the worker's first env among the run's envs (for episode reports)."""
+    make_envs: Callable[[], VectorEnv]
+    env_seed: int
+    torch_seed: int
+    algo: Algorithm
+    """The algorithm; its ``policy`` is the shared model (its tensors in shared memory)."""
+    optimizer: SharedOptimizer | None
+    """The shared optimizer (None for the evaluator, which never updates the model)."""
+    torch_threads: int
+    cpu_affinity: list[int] | None
+    eval_interval_s: float = 0.0
+
+
+@dataclass
+class SegmentReport:
+    """What a worker says after each gradient step it applied."""
+
+    worker: int
+    steps: int
+    """Env steps of the segment (num_local_steps x the worker's envs)."""
+    episodes: list[EpisodeEnd]
+    """True games that ended, with env indices among the run's envs."""
+    metrics: dict[str, float]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _resources(setup: WorkerSetup, role: str) -> dict[str, Any]:
+    return {
+        "role": role,
+        "index": setup.index,
+        "pid": os.getpid(),
+        "torch_threads": torch.get_num_threads(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+        "device": "cpu",
+    }
+
+
+def _guarded(
+    run: Callable[[WorkerSetup, Connection], None], setup: WorkerSetup, conn: Connection
+) -> None:
+    die_with_parent()
+    try:
+        run(setup, conn)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the driver is gone or closed our pipe: nothing left to do
+    except Exception as exc:  # reported to the driver, which names this process
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        raise SystemExit(1) from None
+
+
+def worker_main(setup: WorkerSetup, conn: Connection) -> None:
+    """Entry point of a learning worker."""
+    _guarded(_learn, setup, conn)
+
+
+def evaluator_main(setup: WorkerSetup, conn: Connection) -> None:
+    """Entry point of the greedy evaluation process."""
+    _guarded(_evaluate, setup, conn)
+
+
+def _empty_rollout(envs: VectorEnv, horizon: int) -> Rollout:
+    n = envs.num_envs
+    space = envs.single_observation_space
+    obs_dtype = torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype
+    return Rollout(
+        obs_TN=torch.zeros((horizon, n, *space.shape), dtype=obs_dtype),
+        actions_TN=torch.zeros((horizon, n), dtype=torch.int64),
+        logprobs_TN=torch.zeros((horizon, n)),
+        values_TN=torch.zeros((horizon, n)),
+        rewards_TN=torch.zeros((horizon, n)),
+        dones_TN=torch.zeros((horizon, n), dtype=torch.bool),
+        next_obs_N=torch.zeros((n, *space.shape), dtype=obs_dtype),
+        truncation_values_TN=torch.zeros((horizon, n)),
+    )
+
+
+def _wait_for_start(conn: Connection) -> bool:
+    while True:
+        message = conn.recv()
+        if message[0] == "start":
+            return True
+        if message[0] == "stop":
+            return False
+
+
+def _learn(setup: WorkerSetup, conn: Connection) -> None:
+    apply_cpu_resources(setup.cpu_affinity, setup.torch_threads)
+    torch.manual_seed(setup.torch_seed)
+    algo = setup.algo
+    shared = algo.policy
+    local = copy.deepcopy(shared)  # private memory: the segment's forward and backward
+    algo.policy = local
+    assert setup.optimizer is not None
+    step = HogwildGradientStep(local, shared, setup.optimizer, owns_learning_rate=False)
+    envs = setup.make_envs()
+    try:
+        conn.send(("hello", _resources(setup, "worker")))
+        if not _wait_for_start(conn):
+            return
+        step.sync_local()
+        collector = RolloutCollector(
+            envs, local, torch.device("cpu"), "fp32", envs.reset(setup.env_seed)
+        )
+        buf = _empty_rollout(envs, algo.data_spec.horizon)
+        buf.next_obs_N = collector.next_obs_N  # no copy: the collector keeps it current
+        timer = PhaseTimer()
+        segments = env_steps = 0
+        while not conn.poll() or conn.recv()[0] != "stop":
+            # ---- 002's loop: sync from the shared model, play a segment, apply its gradient ----
+            with timer.phase("sync"):
+                step.sync_local()
+            with timer.phase("sample"):
+                episodes = collector.collect(buf, timer)
+            with timer.phase("learn"):
+                metrics = algo.update(buf, step, Progress(segments, env_steps, 1.0))
+            steps = buf.num_steps * buf.num_envs
+            segments += 1
+            env_steps += steps
+            seconds = timer.lap()
+            report = SegmentReport(
+                worker=setup.index,
+                steps=steps,
+                episodes=[
+                    dataclasses.replace(e, env_index=e.env_index + setup.first_env)
+                    for e in episodes
+                ],
+                metrics=metrics,
+                seconds={k: seconds.get(k, 0.0) for k in SEGMENT_PHASES},
+            )
+            conn.send(("segment", report))
+    finally:
+        envs.close()
+
+
+def _evaluate(setup: WorkerSetup, conn: Connection) -> None:
+    """002's local_test: greedy episodes with the shared model's current weights; never
+    computes a gradient or writes the shared model."""
+    apply_cpu_resources(setup.cpu_affinity, setup.torch_threads)
+    torch.manual_seed(setup.torch_seed)
+    shared = setup.algo.policy
+    local = copy.deepcopy(shared)
+    envs = setup.make_envs()
+    try:
+        conn.send(("hello", _resources(setup, "evaluator")))
+        if not _wait_for_start(conn):
+            return
+        obs = envs.reset(setup.env_seed)
+        while True:
+            local.load_state_dict(shared.state_dict())  # the latest weights for each episode
+            done = False
+            while not done:
+                with torch.no_grad():
+                    actions, _, _ = local.act(torch.from_numpy(obs), deterministic=True)
+                result = envs.step(actions.numpy())
+                obs = result.obs
+                for e in result.episodes:
+                    conn.send(("eval", e.episode_return, e.length))
+                    done = True
+            if conn.poll(setup.eval_interval_s) and conn.recv()[0] == "stop":
+                return
+    finally:
+        envs.close()
