@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium
 import torch
 
+from rlperf.algos.a3c import A3C
 from rlperf.algos.appo import APPO
 from rlperf.algos.dqn import DQN, QNetwork
 from rlperf.algos.impala import IMPALA
@@ -31,6 +32,7 @@ from rlperf.models.rnd import RNDPolicy
 from rlperf.runners.base import Runner
 from rlperf.runners.compat import RUNNER_CAPABILITIES, check_compatible, check_engine
 from rlperf.runners.decoupled import DecoupledRunner
+from rlperf.runners.hogwild import HogwildRunner
 from rlperf.runners.inproc import InProcRunner, SubprocRunner
 from rlperf.runners.play_train import PlayTrainRunner
 from rlperf.runners.ray_cluster import check_ray_config
@@ -73,6 +75,7 @@ def acting_policy(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) 
 ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
     "ppo": lambda cfg, policy: PPO(cfg.ppo, policy, seed=cfg.seed),
     "appo": lambda cfg, policy: APPO(cfg.appo, policy, seed=cfg.seed),
+    "a3c": lambda cfg, policy: A3C(cfg.a3c, policy, seed=cfg.seed),
     "impala": lambda cfg, policy: IMPALA(cfg.impala, policy, seed=cfg.seed),
     # DQN learns Q-values with the built model's policy torso (the Nature CNN by default).
     "dqn": lambda cfg, policy: DQN(
@@ -105,6 +108,18 @@ def _decoupled(
         obs_space=spaces.observation,
         make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
         make_policy=functools.partial(acting_policy, cfg, obs_shape, int(spaces.action.n)),
+        seed=cfg.seed,
+    )
+
+
+def _hogwild(
+    cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
+) -> Runner:
+    return HogwildRunner(  # type: ignore[return-value]
+        cfg.runner,
+        algo,
+        num_envs=cfg.env.num_envs,
+        make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
         seed=cfg.seed,
     )
 
@@ -168,6 +183,7 @@ RUNNERS: dict[str, RunnerFactory] = {
     "decoupled": _decoupled,
     "play-train": _play_train,
     "ray": _ray,
+    "hogwild": _hogwild,
 }
 
 ENGINES = ("gymnasium", "envpool", "ale-vector")
@@ -248,7 +264,7 @@ def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
 def make_envs(cfg: RunConfig, dim: int) -> VectorEnv | None:
     """The vector env the learner's process steps (through the runner and engine of ``cfg``);
     None for the decoupled and play-train runners, whose worker processes build their own."""
-    if cfg.runner.name in ("decoupled", "play-train", "ray"):
+    if cfg.runner.name in ("decoupled", "play-train", "ray", "hogwild"):
         return None
     if cfg.runner.name == "subprocess":
         from rlperf.envs.subproc import make_subproc_vector_env

@@ -12,6 +12,9 @@ RUNNER_CAPABILITIES: dict[str, tuple[frozenset[str], int]] = {
     "subprocess": (frozenset({"rollout"}), 0),
     # at least one update behind; the runner drops rollouts above the algorithm's bound
     "decoupled": (frozenset({"rollout"}), 1),
+    # a worker's local copy trails the shared model by the updates other workers applied
+    # during its segment (A3C's Hogwild lag)
+    "hogwild": (frozenset({"rollout"}), 1),
     # the play process acts with the weights of its last pull, updates behind the trainer
     "play-train": (frozenset({"transitions"}), 1),
     # synchronous (every actor acts with the current weights) when the algorithm needs lag 0,
@@ -26,6 +29,8 @@ RUNNER_ENGINES: dict[str, frozenset[str]] = {
     "subprocess": frozenset({"gymnasium"}),
     # each actor process steps its share of the envs with any engine
     "decoupled": frozenset({"gymnasium", "envpool", "ale-vector"}),
+    # each hogwild worker steps its share of the envs with any engine
+    "hogwild": frozenset({"gymnasium", "envpool", "ale-vector"}),
     # the play process steps the envs with any engine
     "play-train": frozenset({"gymnasium", "envpool", "ale-vector"}),
     # each Ray actor steps its share of the envs with any engine
