@@ -381,10 +381,17 @@ def cmd_study(argv: Sequence[str]) -> int:
     return run(argv)
 
 
+def cmd_enjoy(argv: Sequence[str]) -> int:
+    from rlperf.enjoy import cmd_enjoy as run
+
+    return run(argv)
+
+
 COMMANDS = {
     "train": cmd_train,
     "models": cmd_models,
     "doctor": cmd_doctor,
+    "enjoy": cmd_enjoy,
     # deploy (rlperf.deploy; the runtimes come with the 'export' extra)
     "export": cmd_export,
     "dataset": cmd_dataset,
@@ -402,10 +409,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(
-            "usage: rlperf {train,models,doctor,export,dataset,quantize,infer,sweep,tune,report,study} ...\n\n"
+            "usage: rlperf {train,models,doctor,enjoy,export,dataset,quantize,infer,sweep,tune,report,study} ...\n\n"
             "  train     train an agent (rlperf train --help for every option)\n"
             "  models    list the built-in models\n"
             "  doctor    machine facts and the recommended device placement\n"
+            "  enjoy     play a run's checkpoint: scores (Montezuma: rooms), --video out.mp4|.gif\n"
             "  export    export a run's policy to ONNX or TFLite\n"
             "  dataset   record game observations (for calibration and fidelity checks)\n"
             "  quantize  int8 quantization calibrated on recorded observations\n"
