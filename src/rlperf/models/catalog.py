@@ -54,6 +54,16 @@ MODELS: dict[str, ModelSpec] = {
     "mlp": ModelSpec(
         "mlp", "MLP for feature observations (tanh), separate towers", None, hidden_sizes=(64, 64)
     ),
+    # Source 002's SimpleActorCriticLineal for football's 115 features: two 64-unit layers
+    # relate the coordinates, a 256-unit layer where its pixel model had the LSTM, then the
+    # actor and critic heads on the shared torso.
+    "football-mlp": ModelSpec(
+        "mlp",
+        "MLP 64-64-256 (tanh), shared torso: source 002's football actor-critic",
+        None,
+        vf_share_layers=True,
+        hidden_sizes=(64, 64, 256),
+    ),
 }
 
 
