@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,7 +71,9 @@ class _Actor:
     live: bool = True
     inflight: Any = None  # the ObjectRef of the rollout being sampled, if any
     restart_counted: bool = False
-    """A failure was seen and counted; the rebuilt actor's first report must not count again."""
+    """A restart already counted: the rebuilt actor's first report must not count again."""
+    failing_since: float | None = None
+    """Monotonic time of the first of consecutive failed calls (None after a success)."""
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -194,26 +197,38 @@ class RayRunner:
         actor.inflight = actor.handle.sample.remote(self.version, [self._weights_ref])
 
     def _fail(self, actor: _Actor, cause: str, worker_traceback: str | None = None) -> None:
-        """After ``actor`` lost a rollout: let Ray rebuild it (restart budget left), give it
-        up (``ignore_worker_failures``), or raise ActorError."""
+        """``actor`` lost a rollout. With restarts left, Ray rebuilds it and the call is made
+        again (a death is counted when the rebuilt actor reports, since Ray may answer
+        "restarting" several times meanwhile); otherwise the actor is given up
+        (``ignore_worker_failures``) or ActorError is raised."""
         cfg = self.cfg
+        actor.inflight = None
+        now = time.monotonic()
+        if actor.failing_since is None:
+            actor.failing_since = now
+        waited = now - actor.failing_since
+        if (
+            cfg.restart_failed_workers
+            and self.worker_restarts < cfg.max_worker_restarts
+            and waited < ROLLOUT_TIMEOUT_S
+        ):
+            if waited == 0.0:
+                _say(f"{self._describe(actor)} lost its rollout ({cause}); Ray restarts it")
+            if worker_traceback is not None:
+                # An exception, not a death: rebuild the actor (fresh envs) all the same,
+                # and count it now, since a failing actor may never report again.
+                self._count_restart(actor, "raised")
+                actor.restart_counted = True
+                self._ray.kill(actor.handle, no_restart=False)
+            else:
+                time.sleep(0.05)  # Ray answers "restarting" until the new process is up
+            self._submit(actor)
+            return
         error = ActorError(
             f"{self._describe(actor)} {cause}",
             worker_index=actor.index,
             worker_traceback=worker_traceback,
         )
-        actor.inflight = None
-        if cfg.restart_failed_workers and self.worker_restarts < cfg.max_worker_restarts:
-            self.worker_restarts += 1
-            actor.restart_counted = True
-            _say(
-                f"restarting {self._describe(actor)} (restart {self.worker_restarts} of at most "
-                f"{cfg.max_worker_restarts}) after: {cause}"
-            )
-            if worker_traceback is not None:  # an exception, not a death: rebuild it anyway
-                self._ray.kill(actor.handle, no_restart=False)
-            self._submit(actor)  # queued by Ray until the rebuilt actor is up
-            return
         others = [a for a in self._live() if a is not actor]
         if cfg.ignore_worker_failures and others:
             actor.live = False
@@ -243,26 +258,30 @@ class RayRunner:
             self._fail(actor, f"raised {_first_line(exc)}", str(exc))
             return None
         actor.inflight = None
+        actor.failing_since = None
         actor.info = {k: v for k, v in result.info.items() if k != "restarted"}
         if result.info.get("restarted"):
-            self._count_silent_restart(actor)
+            if actor.restart_counted:
+                actor.restart_counted = False
+            else:
+                self._count_restart(actor, "died")
         return actor, result
 
-    def _count_silent_restart(self, actor: _Actor) -> None:
-        """A rebuilt actor's first rollout: its death was counted when its rollout was lost,
-        or it died between two calls and Ray rebuilt it unseen; count that now."""
-        if actor.restart_counted:
-            actor.restart_counted = False
-            return
+    def _count_restart(self, actor: _Actor, how: str) -> None:
+        """Count one restart of ``actor``; past runner.max_worker_restarts the run stops
+        (or, with ignore_worker_failures, goes on without the budget)."""
         cfg = self.cfg
         if self.worker_restarts >= cfg.max_worker_restarts and not cfg.ignore_worker_failures:
             raise ActorError(
-                f"{self._describe(actor)} died and was rebuilt by Ray, past "
+                f"{self._describe(actor)} {how} and was rebuilt by Ray, past "
                 f"runner.max_worker_restarts={cfg.max_worker_restarts}",
                 worker_index=actor.index,
             )
         self.worker_restarts += 1
-        _say(f"{self._describe(actor)} died between rollouts and was restarted by Ray")
+        _say(
+            f"{self._describe(actor)} {how} and runs again (restart {self.worker_restarts} of "
+            f"at most {cfg.max_worker_restarts})"
+        )
 
     # ------------------------------------------------------------------ Runner
 

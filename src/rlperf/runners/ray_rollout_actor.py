@@ -131,7 +131,10 @@ class RolloutActor:
         torch.manual_seed(setup.torch_seed)
         self.setup = setup
         self.device = torch.device(setup.device)
-        self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        with warnings.catch_warnings():
+            # Ray warns about an API it calls itself inside this property.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
         # A restarted actor plays new games: the same seeds would repeat its first episodes.
         self.env_seed = setup.env_seed + (
             int.from_bytes(os.urandom(3), "little") * 1000 if self.restarted else 0

@@ -1,0 +1,251 @@
+"""The ray runner through the real CLI: a two-node cluster, actor kills, a local Ray.
+
+Each run is ``rlperf train`` in its own process (what a user's shell does) joining the
+two-node cluster of ``conftest.py`` by its address, or starting a private local Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read_metrics, rlperf_subprocess, start_training, wait_for_iterations
+
+pytest.importorskip("ray")
+
+CARTPOLE = [
+    "--algo",
+    "ppo",
+    "--env",
+    "CartPole-v1",
+    "--model",
+    "mlp",
+    "--runner",
+    "ray",
+    "--num-workers",
+    "2",
+    "--no-progress",
+    "env.num_envs=4",
+    "ppo.num_steps=32",
+    "ppo.num_minibatches=2",
+    "ppo.update_epochs=1",
+    "runner.torch_threads=1",
+    "telemetry.sysmon=false",
+    "telemetry.tensorboard=false",
+]
+
+
+def _actors(run_dir: Path) -> list[dict]:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    return [p for p in manifest["resources"]["processes"] if p["role"] == "actor"]
+
+
+def _wait_for_actor_pids(run_dir: Path, timeout: float = 60) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (run_dir / "manifest.json").exists():
+            actors = _actors(run_dir)
+            if actors:
+                return actors
+        time.sleep(0.05)
+    raise AssertionError("the manifest never listed the actors")
+
+
+def _kill_one_actor(proc, run_dir: Path) -> dict:
+    """SIGKILL the first actor's process once the run has done a few iterations."""
+    wait_for_iterations(proc, run_dir, 3)
+    victim = _wait_for_actor_pids(run_dir)[0]
+    os.kill(victim["pid"], signal.SIGKILL)
+    return victim
+
+
+def _finish(proc, timeout: float = 120) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    return out, err
+
+
+def test_ppo_on_two_nodes_survives_an_actor_kill(two_nodes, runs_root: Path) -> None:
+    run_dir = runs_root / "kill"
+    proc = start_training(
+        *CARTPOLE,
+        "--ray-address",
+        two_nodes.address,
+        "--runs-root",
+        str(runs_root),
+        "--save-name",
+        "kill",
+        "stop.iterations=150",
+        "runner.max_worker_restarts=2",
+    )
+    victim = _kill_one_actor(proc, run_dir)
+    two_nodes.note_processes()
+    out, err = _finish(proc)
+    assert proc.returncode == 0, err
+    assert re.search(rf"ray actor {victim['index']} .*restart 1 of at most 2", err), err
+    rows = read_metrics(run_dir)
+    assert [r["iteration"] for r in rows] == list(range(1, 151))
+    last = rows[-1]
+    assert last["sys/worker_restarts"] == 1, err
+    assert last["sys/live_workers"] == 2
+    # One actor per node (each node offers 1 CPU, each actor reserves 1).
+    assert last["sys/nodes"] == 2
+    assert last["sys/actors_per_node_min"] == last["sys/actors_per_node_max"] == 1
+    actors = _actors(run_dir)
+    assert sorted(Counter(a["node_id"] for a in actors).values()) == [1, 1]
+    # The rebuilt actor is a new process, and acted with the current weights (sync mode).
+    rebuilt = next(a for a in actors if a["index"] == victim["index"])
+    assert rebuilt["pid"] != victim["pid"]
+    assert all(r["perf/policy_lag_max"] == 0 for r in rows)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+
+
+def test_past_max_worker_restarts_the_run_stops_with_a_checkpoint(
+    two_nodes, runs_root: Path
+) -> None:
+    run_dir = runs_root / "stop"
+    proc = start_training(
+        *CARTPOLE,
+        "--ray-address",
+        two_nodes.address,
+        "--runs-root",
+        str(runs_root),
+        "--save-name",
+        "stop",
+        "stop.iterations=400",
+        "runner.max_worker_restarts=0",
+    )
+    victim = _kill_one_actor(proc, run_dir)
+    out, err = _finish(proc)
+    assert proc.returncode == 1, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"rlperf: ray actor {victim['index']} ")
+    assert "died" in line and "checkpoint" in line and "--resume" in line
+    assert list((run_dir / "checkpoints").glob("*")), "no checkpoint written"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert len(read_metrics(run_dir)) < 400
+
+
+def test_ignore_worker_failures_continues_with_fewer_actors(two_nodes, runs_root: Path) -> None:
+    run_dir = runs_root / "fewer"
+    proc = start_training(
+        *CARTPOLE,
+        "--ray-address",
+        two_nodes.address,
+        "--runs-root",
+        str(runs_root),
+        "--save-name",
+        "fewer",
+        "stop.iterations=120",
+        "runner.restart_failed_workers=false",
+        "runner.ignore_worker_failures=true",
+    )
+    _kill_one_actor(proc, run_dir)
+    out, err = _finish(proc)
+    assert proc.returncode == 0, err
+    assert "continuing with 1 actors" in err
+    rows = read_metrics(run_dir)
+    assert len(rows) == 120
+    assert rows[0]["sys/live_workers"] == 2
+    assert rows[-1]["sys/live_workers"] == 1
+    assert rows[-1]["sys/worker_restarts"] == 0
+    # Half the actors, half the batch: env steps per iteration follow the live actors.
+    assert rows[-1]["timesteps_total"] - rows[-2]["timesteps_total"] == 32 * 2
+
+
+def test_shutdown_leaves_no_ray_processes(two_nodes) -> None:
+    two_nodes.shutdown()
+    time.sleep(0.5)
+    alive = []
+    for pid in sorted(two_nodes.pids):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue
+        if state != "Z":  # a zombie is dead, only not reaped yet
+            alive.append(pid)
+    assert len(two_nodes.pids) >= 3  # GCS, two raylets at least
+    assert alive == []
+
+
+def _processes_with_marker(marker: str) -> list[int]:
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_impala_on_a_local_ray_is_asynchronous_and_cleans_up(runs_root: Path) -> None:
+    marker = uuid.uuid4().hex
+    # Ray's own directory for this run (short: it holds Unix sockets), marked processes.
+    temp_dir = tempfile.mkdtemp(prefix="rlray", dir="/tmp")
+    env = {**os.environ, "RAY_TMPDIR": temp_dir, "RLPERF_RAY_TEST_MARK": marker}
+    impala = ["impala" if a == "ppo" else a for a in CARTPOLE if not a.startswith("ppo.")]
+    result = rlperf_subprocess(
+        "train",
+        *impala,
+        "--runs-root",
+        str(runs_root),
+        "--save-name",
+        "impala",
+        "impala.num_steps=20",
+        "impala.max_policy_lag=2",
+        "stop.iterations=30",
+        "runner.ray_num_cpus_per_actor=0.5",
+        env=env,
+        timeout=180,
+    )
+    shutil.rmtree(temp_dir, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    rows = read_metrics(runs_root / "impala")
+    assert len(rows) == 30
+    assert all(r["perf/policy_lag_max"] <= 2 for r in rows)
+    # Acting overlaps learning: rollouts acted with older weights do occur.
+    assert any(r["perf/policy_lag_max"] >= 1 for r in rows)
+    assert all(r["sys/live_workers"] == 2 for r in rows)
+    time.sleep(1.0)
+    assert _processes_with_marker(f"RLPERF_RAY_TEST_MARK={marker}") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--runner", "ray", "--ray-address", "head-node"], "is not a Ray address"),
+        (["--runner", "ray", "--ray-address", "ray://head:99999"], "is not a Ray address"),
+        (["--ray-address", "auto"], "add --runner ray"),
+        (["--runner", "ray", "runner.ray_num_cpus_per_actor=0"], "must be positive"),
+    ],
+)
+def test_bad_ray_settings_are_one_line_errors(args, message, runs_root: Path) -> None:
+    result = rlperf_subprocess(
+        "train", "--env", "CartPole-v1", "--model", "mlp", "--runs-root", str(runs_root), *args
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlperf: error:"), result.stderr
+    assert message in lines[0]
