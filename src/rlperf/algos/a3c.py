@@ -234,9 +234,9 @@ class A3C:
         )
         grad_norm = step(loss, cfg.max_grad_norm)
         metrics = {f"losses/{k}": float(v) for k, v in parts.items()}
-        metrics["losses/explained_variance"] = explained_variance(
-            value_TN.detach().reshape(-1), returns_TN.reshape(-1)
-        )
+        ev = explained_variance(value_TN.detach().reshape(-1), returns_TN.reshape(-1))
+        if ev == ev:  # undefined (nan) while every return of the segment is the same
+            metrics["losses/explained_variance"] = ev
         metrics["losses/grad_norm"] = grad_norm
         metrics["losses/learning_rate"] = lr
         return metrics

@@ -170,6 +170,9 @@ class HogwildGradientStep:
     owns_learning_rate: bool = True
     steps_taken: int = 0
     """Updates this process applied (for its reports)."""
+    skipped: int = 0
+    """Updates dropped because their gradient was not finite (the driver's nan_policy then
+    sees the non-finite ``losses/grad_norm``)."""
 
     def __post_init__(self) -> None:
         self._local_params = [p for p in self.local.parameters() if p.requires_grad]
@@ -181,13 +184,17 @@ class HogwildGradientStep:
         for p in self._local_params:
             p.grad = None
         loss.backward()
-        grad_norm = math.nan
-        if max_grad_norm is not None:
-            grad_norm = float(nn.utils.clip_grad_norm_(self._local_params, max_grad_norm))
-        self.optimizer.step([p.grad for p in self._local_params])
+        # The norm is always measured (an infinite bound clips nothing): it is logged, and a
+        # non-finite one must never reach the shared model, which every worker reads.
+        limit = math.inf if max_grad_norm is None else max_grad_norm
+        grad_norm = float(nn.utils.clip_grad_norm_(self._local_params, limit))
+        if math.isfinite(grad_norm):
+            self.optimizer.step([p.grad for p in self._local_params])
+            self.steps_taken += 1
+        else:
+            self.skipped += 1
         for p in self._local_params:
             p.grad = None
-        self.steps_taken += 1
         copy_weights(self.local, self.shared)
         return grad_norm
 

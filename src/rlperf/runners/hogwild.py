@@ -260,7 +260,13 @@ class HogwildRunner:
         # 002 logged process 0's own losses; they are kept beside the means.
         for r in reports:
             if r.worker == 0:
-                metrics.update({f"worker0/{k.split('/')[-1]}": v for k, v in r.metrics.items()})
+                metrics.update(
+                    {
+                        f"worker0/{k.split('/')[-1]}": v
+                        for k, v in r.metrics.items()
+                        if k != "losses/learning_rate"  # the driver's schedule sets it
+                    }
+                )
                 break
         episodes = [e for r in reports for e in r.episodes]
         self._returns.extend(e.episode_return for e in episodes)
