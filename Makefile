@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	# torch first, pinned: an unpinned torch would pull a multi-GB CUDA build here.
 	$(VENV)/bin/python -m pip install --quiet "$(TORCH)"
-	$(VENV)/bin/python -m pip install --quiet -e ".[atari,envpool,dev,export]"
+	$(VENV)/bin/python -m pip install --quiet -e ".[atari,envpool,dev,export,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)
