@@ -232,20 +232,18 @@ def test_impala_on_a_local_ray_is_asynchronous_and_cleans_up(runs_root: Path) ->
     assert _processes_with_marker(f"RLPERF_RAY_TEST_MARK={marker}") == []
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--runner", "ray", "--ray-address", "head-node"], "is not a Ray address"),
-        (["--runner", "ray", "--ray-address", "ray://head:99999"], "is not a Ray address"),
-        (["--ray-address", "auto"], "add --runner ray"),
-        (["--runner", "ray", "runner.ray_num_cpus_per_actor=0"], "must be positive"),
-    ],
-)
-def test_bad_ray_settings_are_one_line_errors(args, message, runs_root: Path) -> None:
+def test_a_bad_ray_address_is_a_one_line_error(runs_root: Path) -> None:
     result = rlperf_subprocess(
-        "train", "--env", "CartPole-v1", "--model", "mlp", "--runs-root", str(runs_root), *args
+        "train",
+        *CARTPOLE,
+        "--runs-root",
+        str(runs_root),
+        "--ray-address",
+        "head-node",
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rlperf: error:"), result.stderr
-    assert message in lines[0]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("rlperf: error: runner.ray_address 'head-node' is not a Ray address")
+    assert "auto, HOST:PORT" in lines[0]
+    assert not (runs_root / "metrics.jsonl").exists()
