@@ -325,10 +325,15 @@ class FootballEmptyGoalClose(gymnasium.Env):
 
 
 def register() -> None:
-    """Register :data:`ENV_ID` with gymnasium (idempotent; called by rlperf.envs.make)."""
+    """Register :data:`ENV_ID` with gymnasium, and gfootball's own game as
+    ``rlperf/GFootballEmptyGoalClose-v0`` when gfootball is importable (idempotent; called by
+    rlperf.envs.make)."""
+    from rlperf.envs import gfootball_adapter
+
     if ENV_ID not in gymnasium.registry:
         gymnasium.register(
             ENV_ID,
             entry_point="rlperf.envs.football:FootballEmptyGoalClose",
             max_episode_steps=GAME_DURATION,
         )
+    gfootball_adapter.register()
