@@ -53,6 +53,11 @@ def _rnd(cfg: RunConfig, policy: ActorCritic) -> RND:
         raise ConfigError(
             "algorithm rnd keeps its normalisers in one learner; use runner.num_learners=1"
         )
+    if cfg.runner.name not in ("inproc", "subprocess", "decoupled"):
+        # Its actors must build RNDPolicy (acting_policy); only these runners are wired so.
+        raise ConfigError(
+            f"algorithm rnd runs on runners inproc, subprocess and decoupled, not {cfg.runner.name}"
+        )
     lagged = RUNNER_CAPABILITIES[cfg.runner.name][1] > 0
     return RND(
         cfg.rnd,
