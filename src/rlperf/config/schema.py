@@ -404,7 +404,7 @@ class RunConfig:
     """A complete training run."""
 
     algo: str = "ppo"
-    """Learning algorithm: ppo, appo, impala or dqn."""
+    """Learning algorithm: ppo, appo, impala, dqn or rnd."""
     seed: int = 1
     """Seed of every random generator (envs get seed + index)."""
     runs_root: str = "runs"
