@@ -36,6 +36,7 @@ from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.shared_optim import SHARED_OPTIMIZERS, WorkerUpdates
 from rlperf.core.types import DataSpec, Progress, Rollout
 from rlperf.models.policy import ActorCritic
+from rlperf.models.recurrent import RecurrentActorCritic, RecurrentRollout
 
 
 def check_config(cfg: A3CConfig) -> None:
@@ -199,12 +200,16 @@ class A3C:
         cfg = self.cfg
         T, N = batch.num_steps, batch.num_envs
         # ---- the segment replayed through the current weights, with gradients ----
-        with step.autocast():
-            logprob, entropy, value = self.policy.evaluate(
-                batch.obs_TN.reshape(T * N, *batch.obs_TN.shape[2:]), batch.actions_TN.reshape(-1)
-            )
-            with torch.no_grad():
-                next_value = self.policy.value(batch.next_obs_N).float()
+        if getattr(self.policy, "is_recurrent", False):
+            logprob, entropy, value, next_value = self._replay_recurrent(batch)
+        else:
+            with step.autocast():
+                logprob, entropy, value = self.policy.evaluate(
+                    batch.obs_TN.reshape(T * N, *batch.obs_TN.shape[2:]),
+                    batch.actions_TN.reshape(-1),
+                )
+                with torch.no_grad():
+                    next_value = self.policy.value(batch.next_obs_N).float()
         value_TN = value.reshape(T, N)
 
         # ---- advantages (GAE with tau) and n-step returns, held fixed ----
@@ -240,6 +245,23 @@ class A3C:
         metrics["losses/grad_norm"] = grad_norm
         metrics["losses/learning_rate"] = lr
         return metrics
+
+    def _replay_recurrent(
+        self, batch: Rollout
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The LSTM variant: replay the segment step by step from the state it started with
+        (gradients flow through time within the segment), bootstrap from the final state."""
+        if not isinstance(batch, RecurrentRollout) or batch.initial_h_N is None:
+            raise ValueError(
+                "a recurrent policy learns from RecurrentRollout segments (hogwild runner)"
+            )
+        policy: RecurrentActorCritic = self.policy  # type: ignore[assignment]
+        logprob_TN, entropy_TN, value_TN, _ = policy.evaluate_sequence(
+            batch.obs_TN, batch.actions_TN, batch.dones_TN, (batch.initial_h_N, batch.initial_c_N)
+        )
+        with torch.no_grad():
+            next_value = policy.value_from(batch.next_obs_N, (batch.final_h_N, batch.final_c_N))
+        return logprob_TN.reshape(-1), entropy_TN.reshape(-1), value_TN.reshape(-1), next_value
 
     def state_dict(self) -> dict[str, Any]:
         return {"policy": self.policy.state_dict()}

@@ -30,6 +30,7 @@ from rlperf.core.shared_optim import HogwildGradientStep, SharedOptimizer
 from rlperf.core.types import Progress, Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
+from rlperf.models.recurrent import RecurrentActorCritic, RecurrentRollout, reset_ended
 from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.timers import PhaseTimer
 
@@ -122,6 +123,46 @@ def _empty_rollout(envs: VectorEnv, horizon: int) -> Rollout:
     )
 
 
+class RecurrentCollector:
+    """The acting loop of a recurrent policy: step by step with the LSTM state, which is
+    zeroed when an env's episode ends and carried over from one segment to the next."""
+
+    def __init__(
+        self, envs: VectorEnv, policy: RecurrentActorCritic, first_obs: np.ndarray
+    ) -> None:
+        self.envs = envs
+        self.policy = policy
+        self.next_obs_N = torch.from_numpy(first_obs).clone()
+        self.state = policy.initial_state(envs.num_envs)
+
+    def collect(self, buf: RecurrentRollout, timer: PhaseTimer) -> list[EpisodeEnd]:
+        buf.initial_h_N, buf.initial_c_N = (s.clone() for s in self.state)
+        buf.truncation_values_TN.zero_()
+        episodes: list[EpisodeEnd] = []
+        for t in range(buf.num_steps):
+            buf.obs_TN[t].copy_(self.next_obs_N)
+            with timer.phase("policy_forward"):
+                actions, logprobs, values, state = self.policy.act_step(buf.obs_TN[t], self.state)
+            buf.actions_TN[t], buf.logprobs_TN[t], buf.values_TN[t] = actions, logprobs, values
+            with timer.phase("env_step"):
+                result = self.envs.step(actions.numpy())
+            self.next_obs_N.copy_(torch.from_numpy(result.obs))
+            dones = torch.from_numpy(result.terminations | result.truncations)
+            buf.rewards_TN[t] = torch.from_numpy(result.rewards)
+            buf.dones_TN[t] = dones
+            for i, final in result.final_obs.items():  # a step limit cut the episode
+                with torch.no_grad():
+                    buf.truncation_values_TN[t, i] = self.policy.value_from(
+                        torch.from_numpy(final).unsqueeze(0),
+                        (state[0][i : i + 1], state[1][i : i + 1]),
+                    )[0]
+            self.state = reset_ended(state, dones)
+            episodes += result.episodes
+        buf.next_obs_N.copy_(self.next_obs_N)
+        buf.final_h_N, buf.final_c_N = (s.clone() for s in self.state)
+        return episodes
+
+
 def _wait_for_start(conn: Connection) -> bool:
     while True:
         message = conn.recv()
@@ -146,11 +187,16 @@ def _learn(setup: WorkerSetup, conn: Connection) -> None:
         if not _wait_for_start(conn):
             return
         step.sync_local()
-        collector = RolloutCollector(
-            envs, local, torch.device("cpu"), "fp32", envs.reset(setup.env_seed)
-        )
+        first_obs = envs.reset(setup.env_seed)
         buf = _empty_rollout(envs, algo.data_spec.horizon)
-        buf.next_obs_N = collector.next_obs_N  # no copy: the collector keeps it current
+        collector: RolloutCollector | RecurrentCollector
+        if getattr(local, "is_recurrent", False):
+            collector = RecurrentCollector(envs, local, first_obs)  # type: ignore[arg-type]
+            fields = {f.name: getattr(buf, f.name) for f in dataclasses.fields(Rollout)}
+            buf = RecurrentRollout(**fields)
+        else:
+            collector = RolloutCollector(envs, local, torch.device("cpu"), "fp32", first_obs)
+            buf.next_obs_N = collector.next_obs_N  # no copy: the collector keeps it current
         timer = PhaseTimer()
         segments = env_steps = 0
         while not conn.poll() or conn.recv()[0] != "stop":
@@ -193,12 +239,17 @@ def _evaluate(setup: WorkerSetup, conn: Connection) -> None:
         if not _wait_for_start(conn):
             return
         obs = envs.reset(setup.env_seed)
+        recurrent = getattr(local, "is_recurrent", False)
         while True:
             local.load_state_dict(shared.state_dict())  # the latest weights for each episode
+            state = local.initial_state(1) if recurrent else None
             done = False
             while not done:
                 with torch.no_grad():
-                    actions, _, _ = local.act(torch.from_numpy(obs), deterministic=True)
+                    if recurrent:
+                        actions, _, _, state = local.act_step(torch.from_numpy(obs), state, True)
+                    else:
+                        actions, _, _ = local.act(torch.from_numpy(obs), deterministic=True)
                 result = envs.step(actions.numpy())
                 obs = result.obs
                 for e in result.episodes:
