@@ -25,6 +25,9 @@ class ModelSpec:
     conv_filters: tuple = ()
     vf_share_layers: bool = False
     hidden_sizes: tuple[int, ...] = ()
+    lstm_size: int = 0
+    """mlp: an LSTM of this many units after the hidden layers (0 = none); such a model acts
+    step by step with a state, which only the hogwild runner does."""
 
 
 # The thesis's Table 3.1 (source 001): RLlib VisionNetwork conv_filters, separate policy and
@@ -64,6 +67,14 @@ MODELS: dict[str, ModelSpec] = {
         vf_share_layers=True,
         hidden_sizes=(64, 64, 256),
     ),
+    # 002's recurrent variant: the 256-unit layer becomes an LSTM.
+    "football-lstm": ModelSpec(
+        "mlp",
+        "MLP 64-64 then LSTM 256, actor and critic heads: source 002's recurrent variant (hogwild runner)",
+        None,
+        hidden_sizes=(64, 64),
+        lstm_size=256,
+    ),
 }
 
 
@@ -88,6 +99,10 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                 f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images"
             )
         hidden = tuple(cfg.hidden_sizes or spec.hidden_sizes)
+        if spec.lstm_size:
+            from rlperf.models.recurrent import RecurrentActorCritic
+
+            return RecurrentActorCritic(obs_shape[0], num_actions, hidden, spec.lstm_size)  # type: ignore[return-value]
 
         def torso() -> tuple[nn.Module, int]:
             layers: list[nn.Module] = []
