@@ -83,6 +83,11 @@ def summarise(run_dir: Path) -> dict[str, float]:
 
 
 def speed(args: argparse.Namespace) -> None:
+    for spec in args.case:
+        # NAME=RUNNER[,KEY=VALUE...]: a case of one's own (e.g. GPU placements)
+        name, _, rest = spec.partition("=")
+        runner, *overrides = rest.split(",")
+        CASES[name] = (runner, overrides)
     cases = args.cases.split(",")
     results: dict[str, list[dict[str, float]]] = {c: [] for c in cases}
     for k in range(args.rounds):
@@ -165,6 +170,8 @@ def main() -> None:
     p.add_argument(
         "--cases", default="inproc,inproc-1t,decoupled", help="speed: " + ", ".join(CASES)
     )
+    p.add_argument("--case", action="append", default=[], metavar="NAME=RUNNER[,KEY=VALUE...]",
+                   help="speed: define a case (then name it in --cases)")  # fmt: skip
     p.add_argument("--preset", default="rnd-montezuma-small")
     p.add_argument("--runs-root", type=Path, default=Path(tempfile.mkdtemp(prefix="rnd-bench-")))
     p.add_argument("--checkpoint-every", type=int, default=40, help="learning: iterations")
