@@ -6,7 +6,9 @@ Two measurements, each printed as JSON lines (median, min and max over the round
 rollout length) on ``--runner subprocess`` (env worker processes, shared memory) and on
 ``--runner ray`` (Ray actors on a private local Ray), run one after the other in interleaved
 rounds (subprocess, ray, subprocess, ray, ...) so that a change in machine load hits both
-alike. The SPS of one run is the median of its iterations after the first two (warm-up,
+alike. ``--algo impala --runners decoupled ray`` compares Ray with the decoupled runner
+(actor processes and shared memory): the same architecture, so the ratio is the cost of
+Ray's transport alone. The SPS of one run is the median of its iterations after the first two (warm-up,
 Ray's actor start); the ratio is ray / subprocess. The ray run's wall time includes starting
 Ray (reported as ``start_s``, outside the SPS).
 
@@ -18,6 +20,7 @@ wall time of collect + publish) and the runner's ``perf/actor_steps_per_s`` (one
 rate while busy).
 
     python benchmarks/ray_overhead.py --part runners --env-id CartPole-v1 --rounds 3
+    python benchmarks/ray_overhead.py --part runners --algo impala --runners decoupled ray
     python benchmarks/ray_overhead.py --part actors --env-id CartPole-v1 --actors 1 2 4
 """
 
@@ -36,6 +39,7 @@ from pathlib import Path
 
 ATARI_PPO = ["--model", "nature", "ppo.num_minibatches=4", "ppo.update_epochs=1"]
 MLP_PPO = ["--model", "mlp", "ppo.num_minibatches=4", "ppo.update_epochs=4"]
+ROLLOUT_KEY = {"ppo": "ppo.num_steps", "appo": "appo.num_steps", "impala": "impala.num_steps"}
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -49,13 +53,15 @@ def _summary(values: list[float]) -> dict[str, float]:
 def _train(args: argparse.Namespace, runner: str, root: Path, name: str) -> tuple[float, float]:
     """One ``rlperf train`` run; returns (median SPS after warm-up, wall seconds)."""
     model = ATARI_PPO if args.env_id.startswith("ALE/") else MLP_PPO
+    if args.algo != "ppo":  # keep only the model flag; the algorithm's defaults otherwise
+        model = model[:2]
     cmd = [
         sys.executable,
         "-m",
         "rlperf",
         "train",
         "--algo",
-        "ppo",
+        args.algo,
         "--env",
         args.env_id,
         *model,
@@ -69,7 +75,7 @@ def _train(args: argparse.Namespace, runner: str, root: Path, name: str) -> tupl
         name,
         "--no-progress",
         f"env.num_envs={args.num_envs}",
-        f"ppo.num_steps={args.num_steps}",
+        f"{ROLLOUT_KEY[args.algo]}={args.num_steps}",
         f"stop.iterations={args.iterations}",
         "telemetry.tensorboard=false",
         "checkpoint.every=0",
@@ -86,28 +92,29 @@ def _train(args: argparse.Namespace, runner: str, root: Path, name: str) -> tupl
 
 
 def part_runners(args: argparse.Namespace) -> None:
-    sps: dict[str, list[float]] = {"subprocess": [], "ray": []}
-    walls: dict[str, list[float]] = {"subprocess": [], "ray": []}
+    sps: dict[str, list[float]] = {name: [] for name in args.runners}
+    walls: dict[str, list[float]] = {name: [] for name in args.runners}
     with tempfile.TemporaryDirectory(prefix="rlray-bench") as tmp:
         for round_ in range(args.rounds):
             for runner in sps:
                 value, wall = _train(args, runner, Path(tmp), f"{runner}-{round_}")
                 sps[runner].append(value)
                 walls[runner].append(wall)
-    base = statistics.median(sps["subprocess"])
+    base = statistics.median(sps[args.runners[0]])
     for runner, values in sps.items():
         print(
             json.dumps(
                 {
                     "part": "runners",
                     "runner": runner,
+                    "algo": args.algo,
                     "env_id": args.env_id,
                     "num_envs": args.num_envs,
                     "num_workers": args.num_workers,
                     "num_steps": args.num_steps,
                     "iterations": args.iterations,
                     "sps": _summary(values),
-                    "ratio_vs_subprocess": round(statistics.median(values) / base, 3),
+                    f"ratio_vs_{args.runners[0]}": round(statistics.median(values) / base, 3),
                     "wall_s": _summary(walls[runner]),
                     "rounds": len(values),
                     "cpus": os.cpu_count(),
@@ -213,6 +220,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["runners", "actors"], required=True)
     parser.add_argument("--env-id", default="CartPole-v1")
+    parser.add_argument("--algo", default="ppo", choices=sorted(ROLLOUT_KEY))
+    parser.add_argument(
+        "--runners",
+        nargs=2,
+        default=["subprocess", "ray"],
+        help="runners: the baseline, then the one compared with it",
+    )
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--num-workers", type=int, default=2, help="runners: workers / actors")
     parser.add_argument("--num-steps", type=int, default=128)

@@ -257,6 +257,9 @@ class RayRunner:
         except ray.exceptions.RayTaskError as exc:
             self._fail(actor, f"raised {_first_line(exc)}", str(exc))
             return None
+        except ray.exceptions.RayError as exc:  # e.g. its node died with the rollout
+            self._fail(actor, f"lost its rollout ({_first_line(exc)})")
+            return None
         actor.inflight = None
         actor.failing_since = None
         actor.info = {k: v for k, v in result.info.items() if k != "restarted"}

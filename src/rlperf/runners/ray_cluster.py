@@ -20,12 +20,15 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 from dataclasses import dataclass
 from typing import Any
 
 from rlperf.config.schema import RunnerConfig
 from rlperf.core.errors import ConfigError
 
+CONNECT_TIMEOUT_S = 10.0
+"""How long the head of a cluster to join may take to accept a connection."""
 ADDRESS_FORMS = "auto, HOST:PORT (the head's GCS address) or ray://HOST:PORT (Ray Client)"
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
 _ADDRESS = re.compile(rf"^(?P<client>ray://)?(?P<host>{_HOST}):(?P<port>\d{{1,5}})$")
@@ -118,9 +121,11 @@ def connect(cfg: RunnerConfig) -> RayConnection:
             )
             owned = True
         else:
+            # ray.init keeps retrying an address where nothing listens, for minutes.
+            _check_reachable(cfg.ray_address)
             ray.init(address=cfg.ray_address, **quiet)
             owned = False
-    except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
+    except (OSError, TimeoutError, ValueError, RuntimeError) as exc:
         # Leave nothing half started behind (a local instance whose start failed).
         if ray.is_initialized():
             ray.shutdown()
@@ -131,6 +136,27 @@ def connect(cfg: RunnerConfig) -> RayConnection:
             f"{first[:300]} (runner.ray_address takes {ADDRESS_FORMS})"
         ) from None
     return RayConnection(_current_address(ray), owned=owned, connected_here=True)
+
+
+def _check_reachable(address: str) -> None:
+    """Raise ConnectionError unless something accepts a TCP connection at ``address``'s
+    head (the GCS, or the Ray Client server for ray://)."""
+    if address.startswith("ray://"):
+        target = address.removeprefix("ray://")
+    else:
+        try:
+            from ray._private.services import canonicalize_bootstrap_address_or_die
+        except ImportError:  # another Ray version: let ray.init find out
+            return
+        # What ray.init will contact: "auto" resolved, a loopback host replaced by this
+        # machine's address (Ray binds there).
+        target = canonicalize_bootstrap_address_or_die(address)
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {target} ({exc.strerror or exc})") from None
 
 
 def _current_address(ray: Any) -> str:
