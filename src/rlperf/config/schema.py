@@ -310,9 +310,9 @@ class RunnerConfig:
     """Who steps the envs, where the networks live, and which CPU resources are used."""
 
     name: str = "inproc"
-    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory), decoupled (actor processes acting while the learner learns; needs appo or impala) or play-train (DQN: a play process feeds transitions to the training process)."""
+    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory), decoupled (actor processes acting while the learner learns; needs appo or impala), play-train (DQN: a play process feeds transitions to the training process) or ray (Ray actors on a local Ray or a cluster: runner.ray_*)."""
     num_workers: int = 1
-    """Env worker processes (subprocess) or actor processes (decoupled); num_envs must divide evenly among them (inproc: no effect)."""
+    """Env worker processes (subprocess), actor processes (decoupled) or Ray actors (ray); num_envs must divide evenly among them (inproc: no effect)."""
     num_learners: int = 1
     """Data-parallel learner processes, each with its own envs, averaging gradients every step (torch.distributed: gloo on CPU, nccl on GPUs, one GPU per learner); the batch per update grows with them."""
     learner_device: str = "cpu"
