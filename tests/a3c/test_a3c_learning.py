@@ -3,6 +3,7 @@ episodes score at least 90% of the time within 400k env steps (seed 1 needs abou
 
 import json
 
+import psutil
 import pytest
 
 from rlperf.cli import main
@@ -38,8 +39,11 @@ def test_a3c_scores_90_percent_on_empty_goal_close(runs_root):
     last = rows[-1]
     # The workers' own timings and losses reach the run's records.
     assert last["perf/worker_learn_time_ms"] > 0 and last["perf/worker_sample_time_ms"] > 0
-    assert last["losses/segments"] == 2 and "worker0/policy_loss" in last
+    assert last["losses/segments"] >= 2 and "worker0/policy_loss" in last
     # The evaluation process played greedy episodes with the shared model meanwhile.
     assert max(r.get("eval/greedy_episodes", 0) for r in rows) > 0
-    roles = sorted(p["role"] for p in manifest["resources"]["processes"])
-    assert roles == ["evaluator", "learner", "worker", "worker"]
+    processes = manifest["resources"]["processes"]
+    assert sorted(p["role"] for p in processes) == ["evaluator", "learner", "worker", "worker"]
+    # Success leaves no process behind (SIGTERM and a dead worker: tests/fault).
+    children = [p["pid"] for p in processes if p["role"] != "learner"]
+    assert not [c.pid for c in psutil.Process().children(recursive=True) if c.pid in children]

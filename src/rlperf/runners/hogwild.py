@@ -8,8 +8,9 @@ whose statistics are in shared memory too (``core/shared_optim.py``). Nobody wai
 anybody: learning happens inside the workers, lock-free.
 
 How this fits the session's loop (collect, load, update, sync): the driver process owns no
-learning. ``collect`` waits for the workers' next ``num_workers`` segment reports (phase
-``sample``, sub-phase ``queue_wait``) and returns them as a
+learning. ``collect`` waits for the workers' segment reports (phase ``sample``, sub-phase
+``queue_wait``): at least ``num_workers`` of them and at least ``MIN_ITERATION_S`` since the
+previous iteration, and returns them as a
 :class:`~rlperf.core.shared_optim.WorkerUpdates` "batch" (their env steps, episodes and mean
 loss metrics); the algorithm's ``update`` in the driver applies the learning-rate schedule
 to the shared optimizer and passes the metrics on; ``sync_weights`` has nothing to do
@@ -53,6 +54,10 @@ from rlperf.telemetry.timers import PhaseTimer
 
 SEGMENT_TIMEOUT_S = 300.0
 """Longest wait for any segment report before the workers are declared hung."""
+MIN_ITERATION_S = 0.5
+"""An iteration takes every segment that arrives until at least num_workers did and this
+many seconds passed since the previous one: A3C segments take milliseconds, and a record
+(and stop check) per handful of segments would cost the driver a large share of a core."""
 
 # Builds a vector of `count` envs of the run's env config; env i is seeded `seed + i`.
 EnvSliceFactory = Callable[[int, int], VectorEnv]
@@ -132,6 +137,8 @@ class HogwildRunner:
         self._returns: deque[float] = deque(maxlen=100)
         self._worker_seconds: dict[str, float] = {}
         self._steps = 0
+        self._segments = 0
+        self._iteration_end = 0.0
         self._ctx = torch_mp.get_context("spawn")
         self.processes: list[_Process] = []
         try:
@@ -204,12 +211,15 @@ class HogwildRunner:
                 proc.process.join(2.0)
                 raise HogwildWorkerError(f"{proc.name} raised {message[1]}", message[2])
 
-    def _receive(self, timeout: float = SEGMENT_TIMEOUT_S) -> None:
-        """Block until a message arrives or a process dies; handle what arrived."""
+    def _receive(self, timeout: float = SEGMENT_TIMEOUT_S, *, quiet: bool = False) -> None:
+        """Block until a message arrives or a process dies; handle what arrived. Silence
+        for ``timeout`` seconds is an error unless ``quiet``."""
         conns = {p.conn: p for p in self.processes}
         sentinels = {p.process.sentinel: p for p in self.processes}
         ready = wait([*conns, *sentinels], timeout)
         if not ready:
+            if quiet:
+                return
             raise HogwildWorkerError(
                 f"no report from any of {self.cfg.num_workers} workers within {timeout:g} s"
             )
@@ -239,13 +249,20 @@ class HogwildRunner:
             for proc in self.processes:
                 proc.conn.send(("start",))
             self._started = True
+            self._iteration_end = time.monotonic() + MIN_ITERATION_S
         with timer.phase("queue_wait"):
-            while len(self._pending) < self.cfg.num_workers:
-                self._receive()
-        # Anything else already waiting (evaluation results) is taken too, without blocking.
+            while True:
+                enough = len(self._pending) >= self.cfg.num_workers
+                left = self._iteration_end - time.monotonic()
+                if enough and left <= 0:
+                    break
+                self._receive(left if enough else SEGMENT_TIMEOUT_S, quiet=enough)
+        # Anything else already waiting is taken too, without blocking.
         for proc in self.processes:
             self._handle(proc)
-        reports = [self._pending.popleft() for _ in range(self.cfg.num_workers)]
+        reports = list(self._pending)
+        self._pending.clear()
+        self._iteration_end = time.monotonic() + MIN_ITERATION_S
         seconds = {
             k: statistics.fmean(r.seconds.get(k, 0.0) for r in reports) for k in SEGMENT_PHASES
         }
@@ -271,6 +288,7 @@ class HogwildRunner:
         episodes = [e for r in reports for e in r.episodes]
         self._returns.extend(e.episode_return for e in episodes)
         self._steps = sum(r.steps for r in reports)
+        self._segments = len(reports)
         batch = WorkerUpdates(
             num_steps=self._steps, num_envs=1, metrics=metrics, segments=len(reports)
         )
@@ -289,7 +307,7 @@ class HogwildRunner:
             "sys/worker_restarts": 0.0,
         }
         s = self._worker_seconds
-        per_segment = self._steps / max(self.cfg.num_workers, 1)
+        per_segment = self._steps / max(self._segments, 1)
         if s.get("sample"):
             # One worker's acting rate times the workers: what the envs deliver together.
             metrics["perf/actor_steps_per_s"] = per_segment / s["sample"] * self.cfg.num_workers
