@@ -9,6 +9,7 @@ import torch
 
 from rlperf.cli import main
 from rlperf.config.schema import EnvConfig, ModelConfig
+from rlperf.core.errors import ConfigError
 from rlperf.core.types import Rollout
 from rlperf.envs.football import ENV_ID
 from rlperf.envs.make import make_vector_env
@@ -52,7 +53,7 @@ def _replay_matches_acting():
     value[-1].sum().backward()
     assert policy.lstm.weight_hh.grad.abs().sum() > 0
     envs.close()
-    with pytest.raises(NotImplementedError, match="hogwild"):
+    with pytest.raises(ConfigError, match="hogwild"):
         policy.act(torch.zeros(1, 115))
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from rlperf.core.errors import ConfigError
 from rlperf.core.types import Rollout
 from rlperf.models.policy import orthogonal_init
 
@@ -119,8 +120,9 @@ class RecurrentActorCritic(nn.Module):
         return self.step(obs, state)[1]
 
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, ...]:
-        raise NotImplementedError(
-            "football-lstm acts step by step with a state: run it with --runner hogwild"
+        """Stateless acting is what the other runners and tools ask for: a user error here."""
+        raise ConfigError(
+            "model football-lstm acts step by step with a state: train it with --runner hogwild"
         )
 
 
