@@ -119,6 +119,11 @@ def _train_parser() -> _Parser:
         help="with --resume: resume from this checkpoint instead of the latest",
     )
     p.add_argument("--no-progress", action="store_true", help="no live console display")
+    p.add_argument(
+        "--nan-policy",
+        help="a NaN/inf in a batch, loss or gradient: raise (default; stop and save the "
+        "batch), skip_update or warn",
+    )
     p.add_argument("-g", "--gpu", choices=["none", "gpu0", "gpu1", "both"], help=argparse.SUPPRESS)
     p.add_argument("-d", "--driver-gpus", help=argparse.SUPPRESS)
     p.add_argument("-w", "--workers", help=argparse.SUPPRESS)
@@ -187,6 +192,7 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         ("ray_address", "runner.ray_address"),
         ("num_workers", "runner.num_workers"),
         ("seed", "seed"),
+        ("nan_policy", "nan_policy"),
         ("runs_root", "runs_root"),
         ("workers", "runner.num_workers"),
         ("save_name", "run_name"),

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 
 from rlperf import data_parallel, registry
 from rlperf.config.load import dump_config
@@ -43,6 +44,7 @@ from rlperf.core.errors import (
     is_storage_failure,
 )
 from rlperf.core.faults import crash_point
+from rlperf.core.nan_guard import NonFiniteError, NonFiniteGuard, batch_tensors
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.types import Progress, budget_fraction_left
@@ -170,6 +172,8 @@ class TrainingSession:
             self.step = self.runner.make_gradient_step(self.algo)
         else:
             self.step = data_parallel.make_gradient_step(self.algo, self.runner, local)
+        self.guard = NonFiniteGuard(cfg.nan_policy)
+        self.step.guard = self.guard  # type: ignore[attr-defined]
         self.stats = EpisodeStats()
         self.worker_processes: list[dict[str, Any]] = []
         """What the runner's worker processes got (pids, threads, affinity), for the manifest."""
@@ -424,6 +428,7 @@ class TrainingSession:
         status, stop_reason = "running", None
         last_saved = self.iteration
         mid_iteration = learner_touched = False
+        batch = None
         every = self.cfg.checkpoint.every
         try:
             with _StopSignal() as signals:
@@ -440,9 +445,11 @@ class TrainingSession:
                         batch, episodes = self.runner.collect(timer)
                     with timer.phase("load"):
                         batch = self.runner.load(batch)
+                    skip = self.guard.check_batch(batch)
                     learner_touched = True  # from here a failure leaves a half-applied update
                     with timer.phase("learn"):
-                        metrics = self.algo.update(batch, self.step, progress)
+                        metrics = {} if skip else self.algo.update(batch, self.step, progress)
+                    self.guard.check_metrics(metrics)
                     with timer.phase("update"):
                         self.runner.sync_weights()
                     steps = batch.num_steps * batch.num_envs * self.world_size
@@ -459,7 +466,7 @@ class TrainingSession:
                     stop_reason = self._decide_stop(signals.received)
                     times = timer.lap()
                     self.time_total_s = time_before + times["wall"]
-                    metrics = {**metrics, **self.runner.worker_metrics()}
+                    metrics = {**metrics, **self.runner.worker_metrics(), **self.guard.metrics()}
                     if monitor is not None:
                         metrics = {**metrics, **monitor.collect()}
                     record = self._record(times, steps, len(episodes), metrics, iter_in_process)
@@ -487,6 +494,21 @@ class TrainingSession:
         except KeyboardInterrupt:
             status, stop_reason = "aborted", "second SIGINT"
             self.exit_code = 128 + signal.SIGINT.value
+        except NonFiniteError as exc:
+            # Nothing non-finite was applied: the last checkpoint is good. The batch goes
+            # into the run directory so the cause can be found.
+            status, stop_reason = "failed", str(exc)
+            self.exit_code = 1
+            dumped = self._dump_batch(batch) if main and batch is not None else None
+            found = list_checkpoints(self.run_dir / "checkpoints")
+            print(
+                f"rlperf: {exc} at iteration {self.iteration + 1}"
+                + (f"; the batch is saved in {dumped}" if dumped else "")
+                + (f"; the last good checkpoint is {found[-1]}" if found else "; no checkpoint yet")
+                + f"; resume with --resume {self.run_dir}",
+                file=sys.stderr,
+                flush=True,
+            )
         except WorkerError as exc:
             # A worker process failed: stop cleanly. Before the update the learner's state
             # matches the counters, so it is saved (envs that cannot be snapshotted any more
@@ -536,6 +558,16 @@ class TrainingSession:
                     if not is_storage_failure(exc) or status != "failed":
                         raise  # a failed run's own storage error is the one to report
         return self.run_dir
+
+    def _dump_batch(self, batch: Any) -> Path | None:
+        """Save the batch's arrays as safetensors in ``nonfinite/`` (None: nothing to save)."""
+        tensors = batch_tensors(batch)
+        if not tensors:
+            return None
+        path = self.run_dir / "nonfinite" / f"batch_iteration_{self.iteration + 1:08d}.safetensors"
+        path.parent.mkdir(exist_ok=True)
+        save_file(tensors, str(path))
+        return path
 
     def _decide_stop(self, signal_name: str | None) -> str | None:
         """The stop reason after this iteration, agreed by all data-parallel learners."""

@@ -12,6 +12,7 @@ import re
 
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
+from rlperf.core.nan_guard import NAN_POLICIES
 from rlperf.core.optim import PRECISIONS
 
 REWARD_METRICS = ("mean100", "ema")
@@ -30,6 +31,10 @@ def _positive(key: str, value: int | float | None) -> None:
 def validate(cfg: RunConfig) -> None:
     """Raise ConfigError on the first invalid value."""
     env, ppo, runner, stop = cfg.env, cfg.ppo, cfg.runner, cfg.stop
+    if cfg.nan_policy not in NAN_POLICIES:
+        raise ConfigError(
+            f"nan_policy must be one of {', '.join(NAN_POLICIES)}, got {cfg.nan_policy!r}"
+        )
     for key, value in [
         ("env.num_envs", env.num_envs),
         ("env.frame_stack", env.frame_stack),

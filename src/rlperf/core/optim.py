@@ -10,6 +10,7 @@ from typing import Any, Self
 import torch
 from torch import nn
 
+from rlperf.core.nan_guard import NonFiniteGuard
 from rlperf.core.protocols import Algorithm, OptimizerSpec
 
 PRECISIONS = ("fp32", "bf16")
@@ -50,6 +51,8 @@ class LocalGradientStep:
         self.optimizer = build_optimizer(self.params, spec)
         self.device = device
         self.precision = precision
+        self.guard: NonFiniteGuard | None = None
+        """Set by the session: checks loss and gradients before the optimizer steps."""
 
     @classmethod
     def for_algorithm(cls, algo: Algorithm, device: torch.device, precision: str) -> Self:
@@ -72,6 +75,14 @@ class LocalGradientStep:
         grad_norm = math.nan
         if max_grad_norm is not None:
             grad_norm = float(nn.utils.clip_grad_norm_(self.params, max_grad_norm, foreach=True))
+        elif self.guard is not None:
+            grads = [p.grad for p in self.params if p.grad is not None]
+            grad_norm = float(nn.utils.get_total_norm(grads, foreach=True))
+        if self.guard is not None and not (math.isfinite(grad_norm) and bool(loss.isfinite())):
+            where = "the loss" if not bool(loss.isfinite()) else "the gradients"
+            if self.guard.found(where):  # skip_update: this step never happened
+                self.optimizer.zero_grad(set_to_none=True)
+                return grad_norm
         self.optimizer.step()
         return grad_norm
 
