@@ -79,6 +79,10 @@ def _train(args: argparse.Namespace, runner: str, root: Path, name: str) -> tupl
         f"stop.iterations={args.iterations}",
         "telemetry.tensorboard=false",
         "checkpoint.every=0",
+        # The same learner threads for both: unset, the decoupled and ray runners take the
+        # cores their actors leave while the others take every core, and on a small machine
+        # that difference alone outweighs the runners' own.
+        f"runner.torch_threads={args.torch_threads}",
     ]
     if runner == "ray":
         cmd.append(f"runner.ray_num_cpus_per_actor={args.cpus_per_actor}")
@@ -113,6 +117,7 @@ def part_runners(args: argparse.Namespace) -> None:
                     "num_workers": args.num_workers,
                     "num_steps": args.num_steps,
                     "iterations": args.iterations,
+                    "torch_threads": args.torch_threads,
                     "sps": _summary(values),
                     f"ratio_vs_{args.runners[0]}": round(statistics.median(values) / base, 3),
                     "wall_s": _summary(walls[runner]),
@@ -233,6 +238,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=30, help="runners: per run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpus-per-actor", type=float, default=1.0, help="runners: ray actors")
+    parser.add_argument("--torch-threads", type=int, default=1, help="runners: the learner's")
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--collects", type=int, default=20, help="actors: collects per round")
     args = parser.parse_args()
