@@ -21,6 +21,7 @@ run directory under ``--out``; the numbers come from its ``metrics.jsonl``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -55,11 +56,14 @@ def throughput(out: Path, workers: list[int], seconds: float, repeats: int) -> N
                 "stop.target_reward=null", "stop.total_timesteps=null",
                 f"stop.wall_time_s={seconds}",
             )  # fmt: skip
+            # Steady rate: env steps over wall time after the warm-up iteration (which holds
+            # the workers' start-up). Iterations end when W reports are in, and reports that
+            # were already queued make some iterations near-instant, so the per-iteration SPS
+            # is noisy; the steady rate over the run is what is compared.
+            steady = [(b["timesteps_total"] - a["timesteps_total"], b["time_this_iter_s"])
+                      for a, b in itertools.pairwise(rows) if not b["warmup"]]  # fmt: skip
+            mean_rate = sum(s for s, _ in steady) / sum(t for _, t in steady)
             sps = [r["SPS"] for r in rows if not r["warmup"]]
-            # Iterations end when W reports arrive, which sometimes were already queued:
-            # the median over iterations is robust to those near-zero-length ones; the
-            # run's mean rate is reported too.
-            mean_rate = rows[-1]["timesteps_total"] / rows[-1]["time_total_s"]
             results[w].append(mean_rate)
             print(
                 json.dumps(
