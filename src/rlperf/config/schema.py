@@ -47,6 +47,14 @@ class EnvConfig:
     """Atari: use all 18 actions instead of the game's minimal set."""
     max_episode_steps: int | None = 27000
     """Truncate a game after this many agent steps (27000 x frameskip 4 = 108000 frames); unset = no limit."""
+    fault_p_crash: float = 0.0
+    """Fault injection (gymnasium engine): probability that an env step/reset raises (tests a run's restarts and clean stops)."""
+    fault_p_stall: float = 0.0
+    """Fault injection: probability that an env step/reset hangs for fault_stall_time_s."""
+    fault_stall_time_s: float = 60.0
+    """Fault injection: how long an injected stall lasts."""
+    fault_at: str = "step"
+    """Fault injection: where faults strike: step, reset or both."""
 
 
 @dataclass
@@ -310,9 +318,9 @@ class RunnerConfig:
     """Who steps the envs, where the networks live, and which CPU resources are used."""
 
     name: str = "inproc"
-    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory), decoupled (actor processes acting while the learner learns; needs appo or impala), play-train (DQN: a play process feeds transitions to the training process) or ray (Ray actors on a local Ray or a cluster: runner.ray_*)."""
+    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory), decoupled (actor processes acting while the learner learns; needs appo or impala), play-train (DQN: a play process feeds transitions to the training process), ray (Ray actors on a local Ray or a cluster: runner.ray_*) or hogwild (A3C: worker processes learning into a shared model and optimizer)."""
     num_workers: int = 1
-    """Env worker processes (subprocess), actor processes (decoupled) or Ray actors (ray); num_envs must divide evenly among them (inproc: no effect)."""
+    """Env worker processes (subprocess), actor processes (decoupled), Ray actors (ray) or learning processes (hogwild); num_envs must divide evenly among them (inproc: no effect)."""
     num_learners: int = 1
     """Data-parallel learner processes, each with its own envs, averaging gradients every step (torch.distributed: gloo on CPU, nccl on GPUs, one GPU per learner); the batch per update grows with them."""
     learner_device: str = "cpu"
@@ -404,7 +412,7 @@ class RunConfig:
     """A complete training run."""
 
     algo: str = "ppo"
-    """Learning algorithm: ppo, appo, impala, dqn or rnd."""
+    """Learning algorithm: ppo, appo, impala, dqn, rnd or a3c."""
     seed: int = 1
     """Seed of every random generator (envs get seed + index)."""
     runs_root: str = "runs"
