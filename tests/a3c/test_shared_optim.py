@@ -34,35 +34,40 @@ def test_matches_torch_optimizers_step_for_step():
         assert int(opt.steps) == 5 and all(p.is_shared() for p in ours)
 
 
-def _worker_step(opt: SharedOptimizer, grads, go, done) -> None:
+def _worker_step(jobs, go, done) -> None:
     go.wait()
-    opt.step(grads)
+    for opt, grads in jobs:
+        opt.step(grads)
     done.set()
 
 
 def test_two_processes_build_one_shared_state():
-    """Two processes each take one step, in turn: the result is two steps of ONE optimizer."""
+    """Two processes each take one step, in turn: the result is two steps of ONE optimizer
+    (for Adam and RMSprop at once, so that only two processes are spawned)."""
     torch.manual_seed(1)
     ctx = mp.get_context("spawn")
+    cases = []
     for spec in SPECS:
         params = [torch.randn(4, 4), torch.randn(4)]
         start = [p.clone() for p in params]
-        opt = SharedOptimizer(params, spec)
         grads = [[torch.randn_like(p) for p in params] for _ in range(2)]
-        events = [(ctx.Event(), ctx.Event()) for _ in range(2)]
-        procs = [
-            ctx.Process(target=_worker_step, args=(opt, grads[i], *events[i])) for i in range(2)
-        ]
+        cases.append((spec, params, start, SharedOptimizer(params, spec), grads))
+    events = [(ctx.Event(), ctx.Event()) for _ in range(2)]
+    procs = [
+        ctx.Process(target=_worker_step, args=([(c[3], c[4][i]) for c in cases], *events[i]))
+        for i in range(2)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        for go, done in events:
+            go.set()
+            assert done.wait(60)
+    finally:
         for p in procs:
-            p.start()
-        try:
-            for go, done in events:
-                go.set()
-                assert done.wait(60)
-        finally:
-            for p in procs:
-                p.join(30)
-        assert all(p.exitcode == 0 for p in procs)
+            p.join(30)
+    assert all(p.exitcode == 0 for p in procs)
+    for spec, params, start, opt, grads in cases:
         theirs = [p.clone().requires_grad_() for p in start]
         ref = reference(theirs, spec)
         for g in grads:
