@@ -26,9 +26,9 @@ TINY_MONTEZUMA = [
 ]
 
 
-@pytest.mark.parametrize("runner", ["inproc", "decoupled"])
+@pytest.mark.parametrize("runner", ["inproc", "subprocess", "decoupled"])
 def test_few_iterations_on_montezuma(runs_root, runner):
-    extra = ["--runner", runner] + (["runner.num_workers=2"] if runner == "decoupled" else [])
+    extra = ["--runner", runner] + (["runner.num_workers=2"] if runner != "inproc" else [])
     code = main(["train", *TINY_MONTEZUMA, *extra, "--runs-root", str(runs_root), "-s", "m", "-i", "3"])  # fmt: skip
     assert code == 0
     rows = read_metrics(runs_root / "m")
