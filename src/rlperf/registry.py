@@ -20,7 +20,7 @@ from rlperf.algos.appo import APPO
 from rlperf.algos.dqn import DQN, QNetwork
 from rlperf.algos.impala import IMPALA
 from rlperf.algos.ppo import PPO
-from rlperf.algos.rnd import RND
+from rlperf.algos.rnd import RND, check_rnd_config
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import Algorithm
@@ -48,7 +48,9 @@ def _rnd_input_shape(cfg: RunConfig, policy: ActorCritic) -> tuple[int, ...]:
     return (first.in_features,)
 
 
-def _rnd(cfg: RunConfig, policy: ActorCritic) -> RND:
+def _check_rnd(cfg: RunConfig) -> None:
+    """RND's values and the runners it can use, before anything is built."""
+    check_rnd_config(cfg.rnd)
     if cfg.runner.num_learners > 1:
         raise ConfigError(
             "algorithm rnd keeps its normalisers in one learner; use runner.num_learners=1"
@@ -58,6 +60,10 @@ def _rnd(cfg: RunConfig, policy: ActorCritic) -> RND:
         raise ConfigError(
             f"algorithm rnd runs on runners inproc, subprocess and decoupled, not {cfg.runner.name}"
         )
+
+
+def _rnd(cfg: RunConfig, policy: ActorCritic) -> RND:
+    _check_rnd(cfg)
     lagged = RUNNER_CAPABILITIES[cfg.runner.name][1] > 0
     return RND(
         cfg.rnd,
@@ -241,6 +247,8 @@ def check_names(cfg: RunConfig) -> None:
     _check_name("runner", cfg.runner.name, list(RUNNERS))
     _check_name("engine", cfg.env.engine, list(ENGINES))
     check_engine(cfg.runner.name, cfg.env.engine)
+    if cfg.algo == "rnd":
+        _check_rnd(cfg)
     check_ray_config(cfg.runner)
     cfg.model.name = resolve_model_name(cfg.model.name)
     validate_env_id(cfg.env.id)
