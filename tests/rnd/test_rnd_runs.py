@@ -79,3 +79,19 @@ def test_resumed_run_equals_uninterrupted_run(runs_root):
     assert [r["charts/int_reward_mean"] for r in ra[1:]] == [
         r["charts/int_reward_mean"] for r in rb[1:]
     ]
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("rnd.update_proportion=0", "rnd.update_proportion must be in (0, 1]"),
+        ("runner.num_learners=2", "runner.num_learners=1"),
+        ("rnd.num_minibatches=4", "exactly one of rnd.num_minibatches"),
+    ],
+)
+def test_bad_rnd_config_is_refused_before_anything_is_written(runs_root, capsys, override, needle):
+    code = main(["train", "--preset", "rnd-montezuma-small", override, "--runs-root", str(runs_root), "-i", "1"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+    assert not runs_root.exists()
