@@ -282,7 +282,12 @@ def make_envs(cfg: RunConfig, dim: int) -> VectorEnv | None:
     if cfg.runner.name == "subprocess":
         from rlperf.envs.subproc import make_subproc_vector_env
 
-        return make_subproc_vector_env(cfg.env, dim, cfg.seed, cfg.runner.num_workers)
+        timeout = (
+            {}
+            if cfg.runner.worker_timeout_s is None
+            else {"step_timeout_s": cfg.runner.worker_timeout_s}
+        )
+        return make_subproc_vector_env(cfg.env, dim, cfg.seed, cfg.runner.num_workers, **timeout)
     return make_engine_envs(cfg.env, dim, cfg.seed)
 
 

@@ -347,6 +347,8 @@ class RunnerConfig:
     """Restart an env worker that raised, died or hung, up to max_worker_restarts times in the run; otherwise the run stops cleanly."""
     max_worker_restarts: int = 3
     """Worker restarts allowed over the whole run before a failure stops it."""
+    worker_timeout_s: float | None = None
+    """Seconds without a reply before workers count as hung: an env worker's step (subprocess runner, default 60) or any rollout from the actors or play process (decoupled and play-train runners, default 300)."""
     play_chunk_steps: int = 4
     """play-train runner: vector steps the play process writes into one shared-memory chunk (one pipe message per chunk)."""
     play_queue_chunks: int = 8

@@ -14,6 +14,7 @@ from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.nan_guard import NAN_POLICIES
 from rlperf.core.optim import PRECISIONS
+from rlperf.envs.wrappers import FAULT_SITES
 
 REWARD_METRICS = ("mean100", "ema")
 DQN_LOSSES = ("mse", "huber")
@@ -31,6 +32,7 @@ def _positive(key: str, value: int | float | None) -> None:
 def validate(cfg: RunConfig) -> None:
     """Raise ConfigError on the first invalid value."""
     env, ppo, runner, stop = cfg.env, cfg.ppo, cfg.runner, cfg.stop
+    _validate_faults(cfg)
     if cfg.nan_policy not in NAN_POLICIES:
         raise ConfigError(
             f"nan_policy must be one of {', '.join(NAN_POLICIES)}, got {cfg.nan_policy!r}"
@@ -200,6 +202,30 @@ def _validate_vtrace_algos(cfg: RunConfig) -> None:
     if cfg.algo == "appo" and cfg.env.num_envs * appo.num_steps // appo.num_minibatches < 2:
         raise ConfigError(
             "an APPO minibatch must hold at least 2 samples (num_envs x num_steps / num_minibatches)"
+        )
+
+
+def _validate_faults(cfg: RunConfig) -> None:
+    env = cfg.env
+    for key, p in (
+        ("env.fault_p_crash", env.fault_p_crash),
+        ("env.fault_p_stall", env.fault_p_stall),
+    ):
+        if not 0.0 <= p <= 1.0:
+            raise ConfigError(f"{key} must be a probability in [0, 1], got {p}")
+    if cfg.runner.worker_timeout_s is not None and not cfg.runner.worker_timeout_s > 0:
+        raise ConfigError(
+            f"runner.worker_timeout_s must be > 0 seconds (or null), got {cfg.runner.worker_timeout_s}"
+        )
+    if env.fault_stall_time_s < 0:
+        raise ConfigError(f"env.fault_stall_time_s must be >= 0, got {env.fault_stall_time_s}")
+    if env.fault_at not in FAULT_SITES:
+        raise ConfigError(
+            f"env.fault_at must be one of {', '.join(FAULT_SITES)}, got {env.fault_at!r}"
+        )
+    if (env.fault_p_crash or env.fault_p_stall) and env.engine != "gymnasium":
+        raise ConfigError(
+            f"fault injection wraps gymnasium-engine envs; engine {env.engine} steps its games in C++"
         )
 
 

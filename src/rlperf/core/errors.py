@@ -42,6 +42,11 @@ class WorkerError(RuntimeError):
     """
 
 
+class EnvError(WorkerError):
+    """An env stepped in the training process raised. Unlike a worker process it cannot be
+    restarted: the run stops cleanly (the subprocess and decoupled runners restart theirs)."""
+
+
 def describe_exit(exitcode: int | None) -> str:
     """A dead process's exit status in words ("signal SIGKILL (exit code -9)")."""
     if exitcode is None:

@@ -133,13 +133,27 @@ def make_env(cfg: EnvConfig, dim: int, seed: int, training: bool = True) -> Sing
     evaluation env (no episodic life, no reward clipping).
     """
     validate_env_id(cfg.id)
+    env: SingleEnv
     if is_atari(cfg.id):
         from rlperf.envs.atari import AtariEnv
 
-        return AtariEnv(cfg, dim, seed, training)
-    from rlperf.envs.classic import GymEnv
+        env = AtariEnv(cfg, dim, seed, training)
+    else:
+        from rlperf.envs.classic import GymEnv
 
-    return GymEnv(dataclasses.replace(cfg, clip_rewards=False), seed, training)
+        env = GymEnv(dataclasses.replace(cfg, clip_rewards=False), seed, training)
+    if training and (cfg.fault_p_crash or cfg.fault_p_stall):
+        from rlperf.envs.wrappers import CrashingEnv
+
+        env = CrashingEnv(
+            env,
+            p_crash=cfg.fault_p_crash,
+            p_stall=cfg.fault_p_stall,
+            stall_time_s=cfg.fault_stall_time_s,
+            at=cfg.fault_at,
+            seed=seed,
+        )
+    return env
 
 
 def make_vector_env(cfg: EnvConfig, dim: int, seed: int, training: bool = True) -> SyncVectorEnv:

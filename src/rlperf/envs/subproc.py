@@ -627,7 +627,12 @@ def _unpickle_exception(error: EnvWorkerError) -> BaseException | None:
 
 
 def make_subproc_vector_env(
-    cfg: EnvConfig, dim: int, seed: int, num_workers: int, training: bool = True
+    cfg: EnvConfig,
+    dim: int,
+    seed: int,
+    num_workers: int,
+    training: bool = True,
+    step_timeout_s: float = 60.0,
 ) -> SubprocVectorEnv:
     """``cfg.num_envs`` copies of :func:`~rlperf.envs.make.make_env` in ``num_workers``
     processes; env i gets ``seed + i``, as :func:`~rlperf.envs.make.make_vector_env` does."""
@@ -641,4 +646,4 @@ def make_subproc_vector_env(
     env_fns = [
         functools.partial(make_env, cfg, dim, seed + i, training) for i in range(cfg.num_envs)
     ]
-    return SubprocVectorEnv(env_fns, num_workers)
+    return SubprocVectorEnv(env_fns, num_workers, step_timeout_s=step_timeout_s)

@@ -14,6 +14,7 @@ from typing import Protocol
 import gymnasium
 import numpy as np
 
+from rlperf.core.errors import EnvError
 from rlperf.envs.base import EnvState, EpisodeEnd, SingleEnv
 
 
@@ -97,18 +98,24 @@ class SyncVectorEnv:
         # Python ints index the envs' action tables faster than numpy scalars.
         action_list = np.asarray(actions).reshape(n).tolist()
         obs_buffer = self._obs
-        for i, env in enumerate(self.envs):
-            obs, reward, terminated, truncated, game_end = env.step(action_list[i])
-            rewards[i] = reward
-            if game_end is not None:
-                episodes.append(EpisodeEnd(i, game_end[0], game_end[1]))
-            if terminated or truncated:
-                terminations[i] = terminated
-                truncations[i] = truncated
-                if truncated and not terminated:
-                    final_obs[i] = obs.copy()  # env.step returns a buffer reset() overwrites
-                obs = env.reset()
-            obs_buffer[i] = obs
+        i = 0
+        try:
+            for i, env in enumerate(self.envs):
+                obs, reward, terminated, truncated, game_end = env.step(action_list[i])
+                rewards[i] = reward
+                if game_end is not None:
+                    episodes.append(EpisodeEnd(i, game_end[0], game_end[1]))
+                if terminated or truncated:
+                    terminations[i] = terminated
+                    truncations[i] = truncated
+                    if truncated and not terminated:
+                        final_obs[i] = obs.copy()  # env.step returns a buffer reset() overwrites
+                    obs = env.reset()
+                obs_buffer[i] = obs
+        except Exception as exc:
+            # The session stops on a WorkerError cleanly (checkpoint, one line); the
+            # original exception stays chained for debugging.
+            raise EnvError(f"env {i} raised {type(exc).__name__}: {exc}") from exc
         return VecStep(obs_buffer, rewards, terminations, truncations, episodes, final_obs)
 
     def get_state(self) -> list[EnvState]:

@@ -55,6 +55,11 @@ ROLLOUT_TIMEOUT_S = 300.0
 EnvSliceFactory = Callable[[int, int], VectorEnv]
 
 
+def rollout_timeout(cfg: RunnerConfig) -> float:
+    """How long the learner waits for any rollout before the actors count as hung."""
+    return ROLLOUT_TIMEOUT_S if cfg.worker_timeout_s is None else cfg.worker_timeout_s
+
+
 def learner_threads(cfg: RunnerConfig) -> int:
     """The learner's torch threads when runner.torch_threads is unset: the CPUs the actors
     leave. Oversubscribed cores hurt more than idle ones: a torch thread that loses its
@@ -225,10 +230,12 @@ class DecoupledRunner:
         """Block until at least one message arrived or an actor died; handle them."""
         conns = {a.conn: a for a in self.actors}
         sentinels = {a.process.sentinel: a for a in self.actors}
-        ready = wait([*conns, *sentinels], ROLLOUT_TIMEOUT_S)
+        timeout = rollout_timeout(self.cfg)
+        ready = wait([*conns, *sentinels], timeout)
         if not ready:
             raise ActorError(
-                f"no rollout from any of {len(self.actors)} actors within {ROLLOUT_TIMEOUT_S:g} s",
+                f"no rollout from any of {len(self.actors)} actors within {timeout:g} s "
+                "(runner.worker_timeout_s)",
                 worker_index=-1,
             )
         for handle in ready:

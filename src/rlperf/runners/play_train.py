@@ -46,7 +46,7 @@ from rlperf.core.protocols import Behaviour, OffPolicyAlgorithm
 from rlperf.core.resources import apply_cpu_resources, children_ignore_sigint, die_with_parent
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
-from rlperf.runners.decoupled import ROLLOUT_TIMEOUT_S, ActorError
+from rlperf.runners.decoupled import ActorError, rollout_timeout
 from rlperf.runners.inproc import resolve_device
 from rlperf.runners.shared_memory import SharedPolicyWeights
 from rlperf.runners.transitions import TransitionsRunner
@@ -347,10 +347,12 @@ class PlayTrainRunner(TransitionsRunner):
     def _receive(self) -> None:
         """Block until a message arrived or the play process died; handle them."""
         process, conn = self.process, self.conn
-        ready = wait([conn, process.sentinel], ROLLOUT_TIMEOUT_S)  # type: ignore[list-item]
+        timeout = rollout_timeout(self.cfg)
+        ready = wait([conn, process.sentinel], timeout)  # type: ignore[list-item]
         if not ready:
             raise ActorError(
-                f"no transitions from the {self._describe()} within {ROLLOUT_TIMEOUT_S:g} s",
+                f"no transitions from the {self._describe()} within {timeout:g} s "
+                "(runner.worker_timeout_s)",
                 worker_index=0,
             )
         if conn in ready:
