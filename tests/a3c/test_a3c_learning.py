@@ -1,5 +1,5 @@
 """A3C with 2 Hogwild processes learns the in-repo empty-goal-close: the last 100 training
-episodes score at least 90% of the time within 400k env steps (seed 1 needs about 40k)."""
+episodes score at least 90% of the time within 400k env steps (seed 1 needs about 100k)."""
 
 import json
 

@@ -32,15 +32,16 @@ def test_simple115_layout_at_the_start():
     covered = sorted(i for s in OBS_SLICES.values() for i in range(115)[s])
     assert covered == list(range(115))  # the blocks tile the vector exactly once
     left = obs[OBS_SLICES["left_team"]].reshape(11, 2)
-    assert left[0].tolist() == [-1.0, 0.0]  # the keeper
-    assert left[1][0] == pytest.approx(0.77) and abs(left[1][1]) <= 0.02  # the attacker
+    assert left[0].tolist() == pytest.approx([-1.011, 0.0])  # the keeper
+    assert left[1][0] == pytest.approx(0.758) and abs(left[1][1]) <= 0.02  # the attacker
     assert (left[2:] == -1).all()  # absent players are backfilled with -1
     assert (obs[OBS_SLICES["left_team_direction"]][:4] == 0).all()
-    assert (obs[OBS_SLICES["right_team"]] == -1).all()  # an empty goal: no opponents
-    assert (obs[OBS_SLICES["right_team_direction"]] == -1).all()
+    right = obs[OBS_SLICES["right_team"]].reshape(11, 2)
+    assert right[0].tolist() == pytest.approx([-1.011, 0.0])  # their keeper, far away
+    assert (right[1:] == -1).all() and (obs[OBS_SLICES["right_team_direction"]][2:] == -1).all()
     ball = obs[OBS_SLICES["ball"]]
-    assert ball[:2].tolist() == pytest.approx(left[1].tolist()) and ball[2] == pytest.approx(0.11)
-    assert obs[OBS_SLICES["ball_owned_team"]].tolist() == [0, 1, 0]  # the left team has it
+    assert ball.tolist() == pytest.approx([0.77, left[1][1], 0.11])
+    assert obs[OBS_SLICES["ball_owned_team"]].tolist() == [1, 0, 0]  # nobody yet
     active = obs[OBS_SLICES["active"]]
     assert active.sum() == 1 and active[1] == 1
     mode = obs[OBS_SLICES["game_mode"]]
@@ -53,12 +54,13 @@ def test_moving_updates_positions_and_directions():
     obs0, _ = env.reset(seed=0)
     obs, *_ = env.step(TOP)  # "top" is negative y in gfootball
     dx, dy = obs[OBS_SLICES["left_team_direction"]][2:4]
-    assert dx == 0 and dy == pytest.approx(-0.01)
-    assert obs[3] == pytest.approx(obs0[3] - 0.01)
+    assert dx == 0 and dy == pytest.approx(-0.008)
+    assert obs[3] == pytest.approx(obs0[3] - 0.008)
+    assert obs[OBS_SLICES["ball_owned_team"]].tolist() == [0, 1, 0]  # taken with the first step
     obs, *_ = env.step(0)  # idle keeps the sticky direction
-    assert obs[3] == pytest.approx(obs0[3] - 0.02)
+    assert obs[3] == pytest.approx(obs0[3] - 0.016)
     obs, *_ = env.step(RELEASE)
-    assert obs[3] == pytest.approx(obs0[3] - 0.02)
+    assert obs[3] == pytest.approx(obs0[3] - 0.016)
     assert obs[OBS_SLICES["ball_owned_team"]].tolist() == [0, 1, 0]
 
 
@@ -67,15 +69,16 @@ def test_a_shot_at_goal_scores_and_ends_the_episode():
     env.reset(seed=1)
     rewards, term, trunc, observations = play(env, [SHOT] * 30)
     assert rewards[-1] == 1.0 and sum(rewards) == 1.0 and term and not trunc
-    # While the ball flies nobody owns it.
-    assert observations[0][OBS_SLICES["ball_owned_team"]].tolist() == [1, 0, 0]
+    # The first shot comes before the attacker has the ball; while the second flies nobody owns it.
+    assert observations[0][OBS_SLICES["ball_owned_team"]].tolist() == [0, 1, 0]
+    assert observations[1][OBS_SLICES["ball_owned_team"]].tolist() == [1, 0, 0]
 
 
 def test_dribbling_into_the_goal_scores():
     env = FootballEmptyGoalClose()
     env.reset(seed=2)
     rewards, term, _, _ = play(env, [RIGHT] * 60)
-    assert rewards[-1] == 1.0 and term and len(rewards) == pytest.approx(24, abs=2)
+    assert rewards[-1] == 1.0 and term and len(rewards) == pytest.approx(31, abs=2)
 
 
 def test_ball_out_of_play_ends_the_episode_without_reward():
@@ -94,7 +97,7 @@ def test_time_limit_truncates_at_400_steps():
     env.reset(seed=0)
     # Pass back towards the keeper, then stand still: the ball stops mid-pitch, nothing
     # else can happen, and the scenario's step limit ends the episode.
-    rewards, term, trunc, observations = play(env, [SHORT_PASS] + [RELEASE] * 500)
+    rewards, term, trunc, observations = play(env, [0, SHORT_PASS] + [RELEASE] * 500)
     assert trunc and not term and len(rewards) == 400 and sum(rewards) == 0.0
     last = observations[-1]
     assert last[OBS_SLICES["ball_owned_team"]].tolist() == [1, 0, 0]

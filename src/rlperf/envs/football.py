@@ -14,15 +14,18 @@ What is taken from gfootball, exactly:
   :data:`OBS_SLICES`; absent players are filled with -1 as gfootball does;
 - the 19-action default set (:data:`ACTIONS`), with sticky movement directions (a direction
   holds until another direction or ``release_direction``) and sprint/dribble toggles;
-- the scenario's start: the left team has its keeper at (-1, 0) and the attacker at
-  (0.77, 0) with the ball; no opponent stands between the attacker and the goal.
+- the scenario's start, as gfootball 2.10.2 reports it: the left keeper at (-1.011, 0),
+  the attacker at (0.758, 0) with the ball at his feet (0.77, 0, 0.111), nobody owning it
+  until his first step; the right team's only player, its keeper, stands far away at
+  (-1.011, 0), so the goal at x = 1 is empty.
 
 What is simplified (this is not gfootball's engine): the ball rolls in straight lines with
 friction and a simple vertical bounce; a shot leaves in the attacker's facing direction with
 an angular error that grows with the distance to the goal; passes go to the only team-mate
-(the keeper), who keeps the ball when it reaches him; the right team has no players (its
-blocks are -1). The dynamics are chosen so that the scenario is as learnable as the real
-one: from the start, a shot while facing the goal or a dribble into it scores.
+(the keeper), who keeps the ball when it reaches him; players reach their speed at once (no
+acceleration) and the far-away opponent never moves. The dynamics are chosen so that the
+scenario is as learnable as the real one: from the start, a shot while facing the goal or
+a dribble into it scores.
 
 Every random draw comes from the env's ``np_random`` (gymnasium seeding), so a seed fixes an
 episode. The whole dynamic state is one float64 array, ``unwrapped.state``, which is what
@@ -96,14 +99,16 @@ PITCH_X, PITCH_Y = 1.0, 0.42
 GOAL_HALF_WIDTH = 0.044
 GOAL_HEIGHT = 2.44
 BALL_REST_Z = 0.11
-KEEPER_X = -1.0
-START_X = 0.77
+KEEPER_X = -1.011
+"""Both keepers stand here (gfootball's left keeper, and the right team's far away)."""
+START_X, START_BALL_X = 0.758, 0.77
 START_JITTER_Y = 0.02
-"""The attacker and ball start at (0.77, u) with u uniform in +-0.02 (a little variety, so a
-policy must look at the observation rather than replay one sequence)."""
+"""The attacker and ball start at y = u, u uniform in +-0.02 (gfootball: 0; a little variety,
+so a policy must look at the observation rather than replay one sequence)."""
 
 # Per-step kinematics (gfootball runs 10 steps per second).
-RUN_SPEED, SPRINT_SPEED, DRIBBLE_SPEED = 0.010, 0.015, 0.008
+RUN_SPEED, SPRINT_SPEED, DRIBBLE_SPEED = 0.008, 0.012, 0.006
+"""Per step; gfootball's attacker reaches about 0.007 running within a few steps."""
 CONTROL_RADIUS = 0.015
 """A free ball this close to the attacker (and below 1 m) becomes his."""
 KICK_COOLDOWN = 5
@@ -182,8 +187,8 @@ class FootballEmptyGoalClose(gymnasium.Env):
         y = float(self.np_random.uniform(-START_JITTER_Y, START_JITTER_Y))
         s[_I["px"]], s[_I["py"]] = START_X, y
         s[_I["fx"]] = 1.0  # facing the opponent's goal
-        s[_I["bx"]], s[_I["by"]], s[_I["bz"]] = START_X, y, BALL_REST_Z
-        s[_I["owner"]] = OWNER_ATTACKER
+        s[_I["bx"]], s[_I["by"]], s[_I["bz"]] = START_BALL_X, y, BALL_REST_Z
+        s[_I["owner"]] = OWNER_NONE  # the attacker takes it with his first step
         self._write_obs()
         return self._obs.copy(), {}
 
@@ -308,12 +313,14 @@ class FootballEmptyGoalClose(gymnasium.Env):
 
     def _write_obs(self) -> None:
         s, o = self._s, self._obs
-        # Left team: keeper (player 0, never moves) and the attacker (player 1); the other
-        # nine slots and the whole right team stay -1, as gfootball backfills absent players.
+        # Left team: keeper (player 0, never moves) and the attacker (player 1); right team:
+        # its keeper, far away. The other slots stay -1, as gfootball backfills absent players.
         o[0], o[1] = KEEPER_X, 0.0
         o[2], o[3] = s[_I["px"]], s[_I["py"]]
         o[22], o[23] = 0.0, 0.0
         o[24], o[25] = s[_I["pdx"]], s[_I["pdy"]]
+        o[44], o[45] = KEEPER_X, 0.0
+        o[66], o[67] = 0.0, 0.0
         o[88], o[89], o[90] = s[_I["bx"]], s[_I["by"]], s[_I["bz"]]
         o[91], o[92], o[93] = s[_I["bvx"]], s[_I["bvy"]], s[_I["bvz"]]
         owned = s[_I["owner"]] != OWNER_NONE
