@@ -4,6 +4,7 @@ the batch saved and the last good checkpoint named (raise), is dropped and count
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -88,3 +89,17 @@ def test_skip_update_finishes_and_counts(tmp_path: Path) -> None:
     assert all(
         r["losses/policy_loss"] == r["losses/policy_loss"] for r in records if r["iteration"] != 3
     )
+
+
+def test_off_checks_nothing() -> None:
+    guard = NonFiniteGuard("off")
+
+    @dataclasses.dataclass
+    class FakeBatch:
+        rewards: torch.Tensor
+
+    assert not guard.check_batch(FakeBatch(torch.tensor([float("nan")])))
+    guard.check_metrics({"losses/loss": float("nan")})
+    assert guard.found_total == 0
+    with pytest.raises(ValueError, match="valid: raise, skip_update, warn, off"):
+        NonFiniteGuard("sometimes")

@@ -3,7 +3,8 @@
 ``nan_policy`` (``--nan-policy``): ``raise`` stops the run (the session saves the offending
 batch into the run directory and names the last good checkpoint), ``skip_update`` drops
 that gradient step (or the whole update when the batch itself is bad) and counts it,
-``warn`` prints one line per kind of value and carries on as if nothing happened.
+``warn`` prints one line per kind of value and carries on as if nothing happened, ``off``
+checks nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-NAN_POLICIES = ("raise", "skip_update", "warn")
+NAN_POLICIES = ("raise", "skip_update", "warn", "off")
 
 
 class NonFiniteError(RuntimeError):
@@ -51,6 +52,8 @@ class NonFiniteGuard:
 
     def check_batch(self, batch: Any) -> bool:
         """Check every floating-point array of a batch; returns whether to skip its update."""
+        if self.policy == "off":
+            return False
         for name, value in _arrays(batch):
             if not _is_float(value):
                 continue  # integers (uint8 frames, actions) cannot be NaN
@@ -65,6 +68,8 @@ class NonFiniteGuard:
 
     def check_metrics(self, metrics: dict[str, Any]) -> None:
         """Check the algorithm's logged losses (a NaN there means the model is broken)."""
+        if self.policy == "off":
+            return
         for key, value in metrics.items():
             if key.startswith("losses/") and isinstance(value, float) and not np.isfinite(value):
                 self.found(f"the logged metric {key}")
