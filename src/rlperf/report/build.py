@@ -306,7 +306,7 @@ def build_report(
             f"{len(summaries)} training configuration(s). Warm-up iterations (marked in each "
             "run's records) are left out of every number: the thesis discarded its first 3-4 "
             "GPU iterations by hand. SPS = env steps per second; FPS = emulator frames per second "
-            "(env steps x frameskip, 003's unit)."
+            "(env steps x frameskip)."
         )
         for sweep in col.sweeps:
             if sweep.description:
