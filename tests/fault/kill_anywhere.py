@@ -126,6 +126,11 @@ def _start(cmd: list[str], crash_at: str | None = None) -> subprocess.Popen:
     )
 
 
+def _half_written(ckpts: Path) -> set[str]:
+    """Checkpoint directories a killed write left half-done (cleaned by the next save)."""
+    return {p.name for p in ckpts.glob(".tmp-*")} if ckpts.is_dir() else set()
+
+
 def _assert_no_workers_left(run_dir: Path) -> None:
     """The worker processes the killed run listed in its manifest die with it."""
     try:
@@ -178,6 +183,7 @@ def kill_cycles(
             # The first kill waits for a checkpoint: before it there is nothing to resume.
             assert _wait_for(lambda: bool(list_checkpoints(ckpts)), proc, 120), proc.stderr
         rows_at_start = len(_metric_rows(run_dir)[0])
+        tmp_before = _half_written(ckpts)
         kind = rng.random()
         crash_at = None
         if cycle > 0 and kind >= 0.6:
@@ -209,7 +215,7 @@ def kill_cycles(
         _assert_no_workers_left(run_dir)
         if len(_metric_rows(run_dir)[0]) == rows_at_start:
             stats.before_first_row += 1
-        if any(p.name.startswith(".tmp-") for p in ckpts.iterdir()):
+        if _half_written(ckpts) - tmp_before:
             stats.during_checkpoint_write += 1
         if stats.kills % 3 == 0:
             _tear(run_dir)
