@@ -29,6 +29,7 @@ TINY_MONTEZUMA = [
 @pytest.mark.parametrize("runner", ["inproc", "subprocess", "decoupled"])
 def test_few_iterations_on_montezuma(runs_root, runner):
     extra = ["--runner", runner] + (["runner.num_workers=2"] if runner != "inproc" else [])
+    extra.append("env.max_episode_steps=20")  # games end within each rollout: rooms are logged
     code = main(["train", *TINY_MONTEZUMA, *extra, "--runs-root", str(runs_root), "-s", "m", "-i", "3"])  # fmt: skip
     assert code == 0
     rows = read_metrics(runs_root / "m")
@@ -39,6 +40,9 @@ def test_few_iterations_on_montezuma(runs_root, runner):
         assert math.isfinite(r["losses/value_loss_int"]) and r["losses/minibatches"] == 2
         if runner == "decoupled":  # V-trace was used on the lagged data
             assert r["losses/mean_rho"] > 0 and r["perf/policy_lag_max"] <= 2
+    # Every runner carries the rooms of finished games into the records (the start room is 1).
+    assert rows[-1]["rooms/visited_count"] >= 1 and "1" in rows[-1]["rooms_visited"].split()
+    assert rows[-1]["rooms/per_game_mean"] >= 1
     weights = load_file(str(resolve_checkpoint(runs_root / "m") / "state.safetensors"))
     for key in ("algorithm.obs_rms.mean", "algorithm.policy.int_value_head.weight"):
         assert key in weights

@@ -24,7 +24,8 @@ arrays; nothing is ever pickled. Every state holds the key ``"obs"``: the curren
 so that a vector env can hand the batch of observations back after a restore.
 """
 
-GameEnd = tuple[float, int]
+GameEnd = tuple[float, int] | tuple[float, int, tuple[int, ...]]
+"""(true return, true length) of a finished game, plus its visited rooms where tracked."""
 """(true game return, true game length in agent steps) of a game that ended at this step."""
 
 
@@ -38,6 +39,8 @@ class EpisodeEnd:
     """Sum of the unclipped rewards of the whole game."""
     length: int
     """Number of agent steps (decisions) the game lasted."""
+    rooms: tuple[int, ...] | None = None
+    """Rooms visited in the game, for games that track them (Montezuma's Revenge)."""
 
 
 @runtime_checkable

@@ -136,8 +136,10 @@ def make_env(cfg: EnvConfig, dim: int, seed: int, training: bool = True) -> Sing
     env: SingleEnv
     if is_atari(cfg.id):
         from rlperf.envs.atari import AtariEnv
+        from rlperf.envs.montezuma import MontezumaEnv, is_montezuma
 
-        env = AtariEnv(cfg, dim, seed, training)
+        # Montezuma's Revenge also reports the rooms each game visited.
+        env = (MontezumaEnv if is_montezuma(cfg.id) else AtariEnv)(cfg, dim, seed, training)
     else:
         from rlperf.envs.classic import GymEnv
 

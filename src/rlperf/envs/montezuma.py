@@ -55,6 +55,8 @@ class MontezumaEnv(AtariEnv):
         self.visited_rooms.add(self.room)
         if game_end is not None:
             self.last_game_rooms = set(self.visited_rooms)
+            # The rooms travel with the game's end into the training records.
+            game_end = (*game_end[:2], tuple(sorted(self.visited_rooms)))
         return obs, reward, terminated, truncated, game_end
 
     def _hard_reset(self) -> None:

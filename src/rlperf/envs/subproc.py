@@ -66,7 +66,15 @@ from rlperf.core.resources import children_ignore_sigint
 from rlperf.envs.base import EnvState, EpisodeEnd, SingleEnv
 from rlperf.envs.make import make_env, validate_env_id
 from rlperf.envs.subproc_shm import create_segment, map_views, region_layout
-from rlperf.envs.subproc_worker import EPISODE, STEP, TAG_ERROR, TAG_OK, TAG_STEPPED, worker_main
+from rlperf.envs.subproc_worker import (
+    EPISODE,
+    STEP,
+    TAG_ERROR,
+    TAG_OK,
+    TAG_STEPPED,
+    rooms_of,
+    worker_main,
+)
 from rlperf.envs.vector import VecStep
 
 __all__ = ["EnvWorkerError", "SubprocVectorEnv", "make_subproc_vector_env"]
@@ -384,8 +392,8 @@ class SubprocVectorEnv:
                 if reply[0] == TAG_STEPPED:
                     if len(reply) > 1:
                         episodes += [
-                            EpisodeEnd(i, ret, length)
-                            for i, ret, length in EPISODE.iter_unpack(memoryview(reply)[1:])
+                            EpisodeEnd(i, ret, length, rooms_of(mask))
+                            for i, ret, length, mask in EPISODE.iter_unpack(memoryview(reply)[1:])
                         ]
                 elif error is None:
                     # Keep reading the other workers' replies so none is left in a pipe.

@@ -39,7 +39,18 @@ STEP = b"s"
 TAG_STEPPED = ord("k")  # step done; payload: EPISODE records of the games that ended
 TAG_OK = ord("o")  # request done; payload: pickled result, or nothing for None
 TAG_ERROR = ord("e")  # an env raised; payload: pickled dict, see _error_reply()
-EPISODE = struct.Struct("<qdq")  # env index, true game return, true game length
+EPISODE = struct.Struct("<qdqQ")  # env index, true game return, true game length, rooms mask
+
+
+def rooms_mask(game_end: tuple) -> int:
+    """Visited rooms as a bit mask (bit r = room r; 0 = not tracked): fixed-size records."""
+    return sum(1 << r for r in game_end[2]) if len(game_end) > 2 else 0
+
+
+def rooms_of(mask: int) -> tuple[int, ...] | None:
+    """The rooms of a mask from :func:`rooms_mask` (None: not tracked)."""
+    return tuple(r for r in range(64) if mask >> r & 1) or None
+
 
 # Each worker is ONE of the W parallel streams: a thread pool inside it would only compete
 # with the other workers (and the learner) for the same cores. Set in the worker before the
@@ -161,7 +172,9 @@ def _serve(
                     terminations[j] = terminated
                     truncations[j] = truncated
                     if game_end is not None:
-                        ends.append(pack_end(first_env + j, game_end[0], game_end[1]))
+                        ends.append(
+                            pack_end(first_env + j, game_end[0], game_end[1], rooms_mask(game_end))
+                        )
                     cut = truncated and not terminated
                     final_flags[j] = cut
                     if terminated or truncated:

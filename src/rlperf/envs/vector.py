@@ -104,7 +104,7 @@ class SyncVectorEnv:
                 obs, reward, terminated, truncated, game_end = env.step(action_list[i])
                 rewards[i] = reward
                 if game_end is not None:
-                    episodes.append(EpisodeEnd(i, game_end[0], game_end[1]))
+                    episodes.append(EpisodeEnd(i, *game_end))
                 if terminated or truncated:
                     terminations[i] = terminated
                     truncations[i] = truncated

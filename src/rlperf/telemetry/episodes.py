@@ -19,6 +19,10 @@ class EpisodeStats:
     lengths: deque[int] = field(default_factory=lambda: deque(maxlen=100))
     ema: float | None = None
     total: int = 0
+    rooms_per_game: deque[int] = field(default_factory=lambda: deque(maxlen=100))
+    """Rooms visited by each of the last 100 games that track rooms (Montezuma's Revenge)."""
+    rooms_seen: set[int] = field(default_factory=set)
+    """Every room any game of the run visited."""
 
     def add(self, episodes: list[EpisodeEnd]) -> None:
         for ep in episodes:
@@ -30,8 +34,11 @@ class EpisodeStats:
                 else EMA_ALPHA * self.ema + (1 - EMA_ALPHA) * ep.episode_return
             )
             self.total += 1
+            if ep.rooms is not None:
+                self.rooms_per_game.append(len(ep.rooms))
+                self.rooms_seen.update(ep.rooms)
 
-    def summary(self) -> dict[str, float | None]:
+    def summary(self) -> dict[str, Any]:
         n = len(self.returns)
         return {
             "episode_reward_min": min(self.returns) if n else None,
@@ -39,6 +46,18 @@ class EpisodeStats:
             "episode_reward_max": max(self.returns) if n else None,
             "episode_len_mean": sum(self.lengths) / n if n else None,
             "episode_reward_ema": self.ema,
+            **self._room_summary(),
+        }
+
+    def _room_summary(self) -> dict[str, Any]:
+        if not self.rooms_seen:
+            return {}
+        n = len(self.rooms_per_game)
+        return {
+            "rooms/per_game_mean": sum(self.rooms_per_game) / n,
+            "rooms/per_game_max": max(self.rooms_per_game),
+            "rooms/visited_count": len(self.rooms_seen),
+            "rooms_visited": " ".join(map(str, sorted(self.rooms_seen))),
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -47,9 +66,14 @@ class EpisodeStats:
             "lengths": list(self.lengths),
             "ema": self.ema,
             "total": self.total,
+            "rooms_per_game": list(self.rooms_per_game),
+            "rooms_seen": sorted(self.rooms_seen),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.returns.extend(state["returns"])
         self.lengths.extend(state["lengths"])
         self.ema, self.total = state["ema"], state["total"]
+        # Checkpoints written before rooms were tracked have neither key.
+        self.rooms_per_game.extend(state.get("rooms_per_game", []))
+        self.rooms_seen.update(state.get("rooms_seen", []))
