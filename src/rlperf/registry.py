@@ -26,7 +26,7 @@ from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import Algorithm
 from rlperf.envs.make import is_atari, make_engine_envs, make_env_slice, validate_env_id
 from rlperf.envs.vector import VectorEnv
-from rlperf.models.catalog import MODELS, build_model, resolve_model_name
+from rlperf.models.catalog import AUTO, MODELS, build_model, resolve_model_name
 from rlperf.models.policy import ActorCritic
 from rlperf.models.rnd import RNDPolicy
 from rlperf.runners.base import Runner
@@ -209,7 +209,8 @@ def _check_name(kind: str, name: str, valid: list[str]) -> None:
 
 def resolve_dim(cfg: RunConfig) -> int:
     """The Atari frame size: env.dim, else the model's designed input size, else 84."""
-    spec = MODELS[resolve_model_name(cfg.model.name)]
+    name = default_model(cfg.env.id) if cfg.model.name == AUTO else cfg.model.name
+    spec = MODELS[resolve_model_name(name)]
     if cfg.env.dim is not None and spec.kind == "conv" and spec.input_dim != cfg.env.dim:
         raise ConfigError(
             f"model {cfg.model.name} is designed for {spec.input_dim}x{spec.input_dim} inputs but env.dim is "
@@ -239,6 +240,16 @@ def check_devices(cfg: RunConfig) -> None:
             raise ConfigError(f"{key}={name} but MPS is not available here; use cpu")
 
 
+def default_model(env_id: str) -> str:
+    """What ``model.name=auto`` means for ``env_id``: the Nature CNN for Atari games, source
+    002's football MLP for the football games, an MLP for other feature observations."""
+    if is_atari(env_id):
+        return "nature"
+    if "football" in env_id.lower():
+        return "football-mlp"
+    return "mlp"
+
+
 def check_names(cfg: RunConfig) -> None:
     """Validate every name in ``cfg`` against what exists (algorithm, runner, model, env,
     devices)."""
@@ -250,8 +261,10 @@ def check_names(cfg: RunConfig) -> None:
     if cfg.algo == "rnd":
         _check_rnd(cfg)
     check_ray_config(cfg.runner)
-    cfg.model.name = resolve_model_name(cfg.model.name)
     validate_env_id(cfg.env.id)
+    if cfg.model.name == AUTO:
+        cfg.model.name = default_model(cfg.env.id)
+    cfg.model.name = resolve_model_name(cfg.model.name)
     spec = MODELS[cfg.model.name]
     if cfg.env.engine != "gymnasium" and not is_atari(cfg.env.id):
         raise ConfigError(

@@ -37,7 +37,7 @@ def run_cli(capsys, *argv):
         (["stop.total_timesteps=null"], "no stop criterion"),
         (["--bogus"], "option --bogus needs a value"),
         (["stray"], "unrecognized argument 'stray'"),
-        (["--env", "CartPole-v1"], "needs Atari images"),
+        (["--env", "CartPole-v1", "--model", "nature"], "needs Atari images"),
         (["--model", "6", "env.dim=84"], "designed for 168x168"),
         (["env.clip_rewards=maybe"], "env.clip_rewards must be true or false"),
         (["--seed", "-1"], "seed must be between 0 and 2**32 - 1"),
@@ -164,3 +164,21 @@ def test_help_lists_config_keys(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "ppo.gae_lambda" in out and "GAE lambda" in out and "--set-affinity" in out
+
+
+@pytest.mark.parametrize(
+    ("env_id", "model"),
+    [
+        ("ALE/Pong-v5", "nature"),
+        ("CartPole-v1", "mlp"),
+        ("rlperf/FootballEmptyGoalClose-v0", "football-mlp"),
+    ],
+)
+def test_the_default_model_follows_the_env(env_id: str, model: str) -> None:
+    from rlperf import registry
+    from rlperf.cli import build_train_config
+
+    cfg, _ = build_train_config(["--env", env_id])
+    assert cfg.model.name == "auto"
+    registry.check_names(cfg)
+    assert cfg.model.name == model

@@ -61,8 +61,8 @@ class EnvConfig:
 class ModelConfig:
     """The policy network."""
 
-    name: str = "nature"
-    """Built-in model: nature, thesis-1 ... thesis-6 (or 1..6), mlp (see `rlperf models`)."""
+    name: str = "auto"
+    """Built-in model: nature, thesis-1 ... thesis-6 (or 1..6), mlp, football-mlp, football-lstm (see `rlperf models`); auto = nature for Atari games, football-mlp for the football games, mlp for other feature observations."""
     vf_share_layers: bool | None = None
     """Share the torso between policy and value heads; unset = the model's default (thesis models: separate towers)."""
     hidden_sizes: list[int] | None = None

@@ -78,8 +78,14 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
+AUTO = "auto"
+"""The default model name: resolved against the env by :func:`rlperf.registry.default_model`."""
+
+
 def resolve_model_name(name: str) -> str:
-    """Canonical model name: '3' and 'thesis-3' are the same model."""
+    """Canonical model name: '3' and 'thesis-3' are the same model (``auto`` stays ``auto``)."""
+    if name == AUTO:
+        return name
     key = f"thesis-{name}" if name.isdigit() else name
     if key not in MODELS:
         hint = difflib.get_close_matches(key, MODELS, n=1)
@@ -90,7 +96,12 @@ def resolve_model_name(name: str) -> str:
 
 def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) -> ActorCritic:
     """The actor-critic for ``cfg`` on observations of ``obs_shape`` (C, H, W) or (features,)."""
-    spec = MODELS[resolve_model_name(cfg.name)]
+    name = resolve_model_name(cfg.name)
+    if name == AUTO:
+        raise ConfigError(
+            "model auto must be resolved against the env first (registry.default_model)"
+        )
+    spec = MODELS[name]
     share = spec.vf_share_layers if cfg.vf_share_layers is None else cfg.vf_share_layers
 
     if spec.kind == "mlp":
