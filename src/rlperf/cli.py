@@ -122,7 +122,7 @@ def _train_parser() -> _Parser:
     p.add_argument(
         "--nan-policy",
         help="a NaN/inf in a batch, loss or gradient: raise (default; stop and save the "
-        "batch), skip_update, warn or off",
+        "batch), skip_update, warn or none",
     )
     p.add_argument("-g", "--gpu", choices=["none", "gpu0", "gpu1", "both"], help=argparse.SUPPRESS)
     p.add_argument("-d", "--driver-gpus", help=argparse.SUPPRESS)

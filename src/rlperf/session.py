@@ -174,7 +174,7 @@ class TrainingSession:
             self.step = data_parallel.make_gradient_step(self.algo, self.runner, local)
         self.guard = NonFiniteGuard(cfg.nan_policy)
         # The gradient step checks every loss and gradient norm, unless the guard is off.
-        self.step.guard = None if cfg.nan_policy == "off" else self.guard  # type: ignore[attr-defined]
+        self.step.guard = None if cfg.nan_policy == "none" else self.guard  # type: ignore[attr-defined]
         self.stats = EpisodeStats()
         self.worker_processes: list[dict[str, Any]] = []
         """What the runner's worker processes got (pids, threads, affinity), for the manifest."""

@@ -91,8 +91,8 @@ def test_skip_update_finishes_and_counts(tmp_path: Path) -> None:
     )
 
 
-def test_off_checks_nothing() -> None:
-    guard = NonFiniteGuard("off")
+def test_none_checks_nothing() -> None:
+    guard = NonFiniteGuard("none")
 
     @dataclasses.dataclass
     class FakeBatch:
@@ -101,5 +101,5 @@ def test_off_checks_nothing() -> None:
     assert not guard.check_batch(FakeBatch(torch.tensor([float("nan")])))
     guard.check_metrics({"losses/loss": float("nan")})
     assert guard.found_total == 0
-    with pytest.raises(ValueError, match="valid: raise, skip_update, warn, off"):
+    with pytest.raises(ValueError, match="valid: raise, skip_update, warn, none"):
         NonFiniteGuard("sometimes")

@@ -422,7 +422,7 @@ class RunConfig:
     run_name: str | None = None
     """Run directory name under runs_root; unset = <env>__<algo>__<runner>__s<seed>__<utc time>."""
     nan_policy: str = "raise"
-    """A NaN/inf in a batch, loss, gradient or logged loss: raise (stop, save the batch), skip_update, warn, or off (no checks)."""
+    """A NaN/inf in a batch, loss, gradient or logged loss: raise (stop, save the batch), skip_update, warn, or none (no checks)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)

@@ -3,7 +3,7 @@
 ``nan_policy`` (``--nan-policy``): ``raise`` stops the run (the session saves the offending
 batch into the run directory and names the last good checkpoint), ``skip_update`` drops
 that gradient step (or the whole update when the batch itself is bad) and counts it,
-``warn`` prints one line per kind of value and carries on as if nothing happened, ``off``
+``warn`` prints one line per kind of value and carries on as if nothing happened, ``none``
 checks nothing.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-NAN_POLICIES = ("raise", "skip_update", "warn", "off")
+NAN_POLICIES = ("raise", "skip_update", "warn", "none")
 
 
 class NonFiniteError(RuntimeError):
@@ -52,7 +52,7 @@ class NonFiniteGuard:
 
     def check_batch(self, batch: Any) -> bool:
         """Check every floating-point array of a batch; returns whether to skip its update."""
-        if self.policy == "off":
+        if self.policy == "none":
             return False
         for name, value in _arrays(batch):
             if not _is_float(value):
@@ -68,7 +68,7 @@ class NonFiniteGuard:
 
     def check_metrics(self, metrics: dict[str, Any]) -> None:
         """Check the algorithm's logged losses (a NaN there means the model is broken)."""
-        if self.policy == "off":
+        if self.policy == "none":
             return
         for key, value in metrics.items():
             if key.startswith("losses/") and isinstance(value, float) and not np.isfinite(value):
