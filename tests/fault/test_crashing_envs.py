@@ -89,6 +89,17 @@ def test_workers_are_restarted_and_the_run_completes(tmp_path: Path, args: tuple
     assert "InjectedCrash" in done.stderr
 
 
+def test_hogwild_stops_cleanly_when_a_workers_env_crashes(tmp_path: Path) -> None:
+    # Hogwild workers are not restarted: the run must stop with a checkpoint and one line.
+    done, run_dir, manifest = _run(
+        tmp_path, "hogwild", "--preset", "a3c-football-quick", "-i", "200",
+        "env.fault_p_crash=0.01",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "InjectedCrash" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert manifest["status"] == "failed"
+
+
 def test_a_hung_worker_is_noticed_within_the_timeout(tmp_path: Path) -> None:
     done, run_dir, _ = _run(
         tmp_path, "stall", "--preset", "cartpole", "--runner", "subprocess", "--num-workers", "2",
