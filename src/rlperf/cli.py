@@ -425,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "  quantize  int8 quantization calibrated on recorded observations\n"
             "  infer     timed greedy episodes with an inference backend; --check-fidelity\n"
             "  sweep     run a grid or list of configs, each in its own process (resumable)\n"
-            "  tune      search for the fastest runner, engine, workers and threads here\n"
+            "  tune      search for the fastest runner, engine, workers, threads and precision here\n"
             "  report    HTML report (figures, tables, diagnosis) from run or sweep directories\n"
             "  study     a whole study in one command: rlperf study quick"
         )

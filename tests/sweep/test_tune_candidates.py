@@ -9,6 +9,7 @@ from rlperf.sweep.tune import (
     Candidate,
     architecture_candidates,
     parallelism_candidates,
+    precision_candidates,
     thread_candidates,
 )
 
@@ -49,3 +50,14 @@ def test_thread_stage() -> None:
     best = Candidate("s1-inproc-gymnasium", {"runner.name": "inproc"})
     threads = [c.keys["runner.torch_threads"] for c in thread_candidates(best, FAKE_EIGHT_CORES)]
     assert threads == [1, 4]  # all 8 cores is torch's default, already measured
+
+
+def test_precision_stage_tries_bf16_only_where_the_machine_has_it() -> None:
+    best = Candidate("s3-inproc-envpool-t2", {"runner.name": "inproc", "runner.torch_threads": 2})
+    bf16_machine = Machine(cpus=frozenset({0, 1}), gpus=0, bf16=True)
+    [point] = precision_candidates(best, pong(), bf16_machine)
+    assert point.name == "s4-inproc-envpool-t2-bf16"
+    assert point.keys == {**best.keys, "runner.precision": "bf16"}
+    assert precision_candidates(best, pong(), FAKE_TWO_CORES) == []  # no native bf16
+    already = Candidate("s3-x", {"runner.precision": "bf16"})
+    assert precision_candidates(already, pong(), bf16_machine) == []

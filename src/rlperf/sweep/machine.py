@@ -23,6 +23,8 @@ class Machine:
     """CPU ids this process may run on (its affinity)."""
     gpus: int
     """CUDA devices torch can use."""
+    bf16: bool = False
+    """Fast bf16 math for the learner: AMX-BF16 or AVX512-BF16 on the CPU, or a bf16 GPU."""
 
     @property
     def cores(self) -> int:
@@ -38,8 +40,11 @@ class Machine:
             if hasattr(os, "sched_getaffinity")
             else set(range(os.cpu_count() or 1))
         )
+        from rlperf.telemetry.system import cpu_has_bf16, cpu_info
+
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return cls(frozenset(cpus), gpus)
+        bf16 = torch.cuda.is_bf16_supported() if gpus else cpu_has_bf16(cpu_info())
+        return cls(frozenset(cpus), gpus, bf16)
 
     def describe(self) -> str:
         return f"{self.cores} CPU(s) ({_cpu_list(self.cpus)}), {self.gpus} GPU(s)"

@@ -1,12 +1,14 @@
 """``rlperf tune``: a short search for the fastest way to train a given algorithm and game here.
 
-Three stages, each a small sweep (isolated processes, ``sweep.jsonl``, resumable), each
+Four stages, each a small sweep (isolated processes, ``sweep.jsonl``, resumable), each
 starting from the best point of the previous one:
 
 1. architecture: runner x engine (in-process gymnasium, the C++ engines for Atari games,
    env worker processes; decoupled actors for APPO/IMPALA);
 2. parallelism: worker processes (or, in process, the number of envs) around the winner;
-3. threads: the learner's torch threads.
+3. threads: the learner's torch threads;
+4. precision: the learner in bf16 where the machine computes it natively (AMX-BF16 or
+   AVX512-BF16 CPUs, bf16 GPUs), if the base is fp32.
 
 Every point trains for ``--point-s`` seconds and is scored by its median SPS over the
 iterations after warm-up. The batch per update (envs x steps per env) is kept constant when
@@ -132,6 +134,15 @@ def thread_candidates(best: Candidate, machine: Machine) -> list[Candidate]:
     ]
 
 
+def precision_candidates(best: Candidate, cfg: RunConfig, machine: Machine) -> list[Candidate]:
+    """Stage 4: the winner with a bf16 learner, where the machine has native bf16 math."""
+    precision = best.keys.get("runner.precision", cfg.runner.precision)
+    if not machine.bf16 or precision != "fp32":
+        return []
+    stem = best.name.split("-", 1)[1]
+    return [Candidate(f"s4-{stem}-bf16", {**best.keys, "runner.precision": "bf16"})]
+
+
 def _sps(record: dict[str, Any] | None) -> float | None:
     if not record or record.get("status") != "completed":
         return None
@@ -158,7 +169,7 @@ def run_tune(
     base_args: list[str],
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run the three stages in ``out_dir`` and return the ranking (also in ``tune.json``)."""
+    """Run the four stages in ``out_dir`` and return the ranking (also in ``tune.json``)."""
     from rlperf.envs.make import is_atari
 
     cfg = RunConfig()
@@ -181,6 +192,7 @@ def run_tune(
         lambda _b: architecture_candidates(cfg, machine, is_atari(cfg.env.id)),
         lambda b: parallelism_candidates(b, cfg, machine),
         lambda b: thread_candidates(b, machine),
+        lambda b: precision_candidates(b, cfg, machine),
     ]
     for number, make in enumerate(stages, 1):
         candidates = [c for c in make(best) if c.name not in results][: max(0, max_points - used)]
@@ -251,7 +263,7 @@ def format_ranking(summary: dict[str, Any], show: int = 5) -> str:
 def tune_parser() -> _Parser:
     return _Parser(
         prog="rlperf tune",
-        description="Search runner, engine, envs/workers and threads for the fastest training "
+        description="Search runner, engine, envs/workers, threads and precision for the fastest training "
         "of an algorithm on a game on this machine (a few short runs).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="KEY=VALUE overrides set the base config (e.g. model.name=thesis-1).\n"
