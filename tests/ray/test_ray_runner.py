@@ -169,6 +169,87 @@ def test_ignore_worker_failures_continues_with_fewer_actors(two_nodes, runs_root
     assert rows[-1]["timesteps_total"] - rows[-2]["timesteps_total"] == 32 * 2
 
 
+@pytest.mark.parametrize(
+    ("faults", "expected", "iterations"),
+    [
+        # About 40 % of the rollouts of 2 envs x 32 steps crash, at a step or at a reset,
+        # including the resets a new actor does while it is built.
+        (["env.fault_p_crash=0.004", "env.fault_at=both"], "InjectedCrash", 30),
+        # A stalled env: the actor is noticed as hung after 3 s and replaced.
+        (["env.fault_p_stall=0.002", "env.fault_stall_time_s=600", "runner.worker_timeout_s=3"],
+         "hung", 12),
+    ],
+    ids=["crashing", "stalling"],
+)  # fmt: skip
+def test_actors_with_crashing_or_stalling_envs_are_replaced(
+    two_nodes, runs_root: Path, faults: list[str], expected: str, iterations: int
+) -> None:
+    name = expected.lower()
+    result = rlperf_subprocess(
+        "train",
+        *CARTPOLE,
+        "--ray-address",
+        two_nodes.address,
+        "--runs-root",
+        str(runs_root),
+        "--save-name",
+        name,
+        f"stop.iterations={iterations}",
+        "runner.max_worker_restarts=100",
+        *faults,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    assert expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    rows = read_metrics(runs_root / name)
+    assert [r["iteration"] for r in rows] == list(range(1, iterations + 1))
+    assert rows[-1]["sys/worker_restarts"] >= 1
+    assert rows[-1]["sys/live_workers"] == 2
+    actors = _actors(runs_root / name)
+    assert max(a["incarnation"] for a in actors) >= 1
+    # No actor outlives the run: neither the replaced ones (named with their pid in the
+    # messages) nor the last ones (in the manifest).
+    pids = {int(p) for p in re.findall(r"pid (\d+) on node", result.stderr)}
+    pids |= {a["pid"] for a in actors}
+    time.sleep(1.0)
+    assert [p for p in pids if _alive(p)] == []
+
+
+def test_a_run_out_of_restarts_stops_cleanly_when_envs_keep_crashing(
+    two_nodes, runs_root: Path
+) -> None:
+    result = rlperf_subprocess(
+        "train",
+        *CARTPOLE,
+        "--ray-address",
+        two_nodes.address,
+        "--runs-root",
+        str(runs_root),
+        "--save-name",
+        "crash-stop",
+        "stop.iterations=200",
+        "runner.max_worker_restarts=3",
+        "env.fault_p_crash=0.05",
+        timeout=180,
+    )
+    assert result.returncode == 1, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("rlperf: ray actor ") and "InjectedCrash" in line, line
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("replaced by a new actor") == 3
+    manifest = json.loads((runs_root / "crash-stop" / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_shutdown_leaves_no_ray_processes(two_nodes) -> None:
     two_nodes.shutdown()
 

@@ -19,17 +19,23 @@ Two modes, picked by the algorithm's ``max_policy_lag``:
   ``collect`` takes ``num_workers`` rollouts in arrival order and drops those whose lag
   exceeds ``max_policy_lag`` (``perf/rollouts_dropped``), as the decoupled runner does.
 
-Faults: actors are created with ``max_restarts`` (Ray rebuilds an actor whose process died);
-the rollout in flight is lost, the call is made again and the rebuilt actor fetches the
-current weights before it acts. Restarts are counted over the run
-(``runner.max_worker_restarts``, as for the other runners); past it, or with
+Faults: rlperf replaces failed actors itself (Ray's own ``max_restarts`` is 0). An actor
+whose call raised (an env crashed), whose process or node died, or that sent no rollout
+within ``runner.worker_timeout_s`` (hung; default 300 s, plus a grace for building a new
+actor) is killed and a new actor is created in its place, with new env seeds, and asked
+again with the current weights; the rollout in flight is lost. Replacements are counted
+over the run (``runner.max_worker_restarts``, as for the other runners); past it, or with
 ``restart_failed_workers`` off, the run stops with :class:`ActorError` (the session writes a
 checkpoint), unless ``ignore_worker_failures`` lets it continue with the actors left.
+Replacing instead of letting Ray rebuild the actor matters: an actor whose constructor
+fails (an env crashing at reset) is dead for good in Ray, and calling it again would only
+fail again until a timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import time
 from collections import Counter
@@ -47,7 +53,12 @@ from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.models.policy import ActorCritic
-from rlperf.runners.decoupled import ROLLOUT_TIMEOUT_S, ActorError, learner_threads
+from rlperf.runners.decoupled import (
+    ROLLOUT_TIMEOUT_S,
+    ActorError,
+    learner_threads,
+    rollout_timeout,
+)
 from rlperf.runners.inproc import resolve_device
 from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
 from rlperf.runners.ray_rollout_actor import (
@@ -64,16 +75,24 @@ from rlperf.telemetry.timers import PhaseTimer
 EnvSliceFactory = Callable[[int, int], VectorEnv]
 
 
+_ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+# A new actor's first rollout may take this much longer than runner.worker_timeout_s: it
+# starts a process, imports torch and builds its envs first.
+BUILD_GRACE_S = 60.0
+
+
 @dataclass
 class _Actor:
     index: int
     handle: Any  # a ray.actor.ActorHandle
+    incarnation: int = 0
+    """0 for the first actor of this index, n for its n-th replacement (new env seeds)."""
     live: bool = True
     inflight: Any = None  # the ObjectRef of the rollout being sampled, if any
-    restart_counted: bool = False
-    """A restart already counted: the rebuilt actor's first report must not count again."""
-    failing_since: float | None = None
-    """Monotonic time of the first of consecutive failed calls (None after a success)."""
+    deadline: float = 0.0
+    """Monotonic time by which the rollout in flight must arrive, or the actor counts as hung."""
+    fresh: bool = False
+    """Not yet heard from since it was created: its first rollout includes its construction."""
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -114,6 +133,7 @@ class RayRunner:
         self._lags: list[int] = []
         self._actor_steps_per_s = 0.0
         self.worker_restarts = 0
+        self.timeout_s = rollout_timeout(cfg)
         self.actors: list[_Actor] = []
         self.connection = connect(cfg)
         try:
@@ -132,7 +152,7 @@ class RayRunner:
 
     # ------------------------------------------------------------------ actors
 
-    def _create(self, index: int) -> Any:
+    def _create(self, index: int, incarnation: int = 0) -> Any:
         cfg = self.cfg
         first_env = index * self.envs_per_actor
         setup = RayActorSetup(
@@ -141,6 +161,7 @@ class RayRunner:
             num_envs=self.envs_per_actor,
             make_envs=self.make_env_slice,
             env_seed=self.seed + first_env,
+            incarnation=incarnation,
             make_policy=self.make_policy,
             torch_seed=self.seed + 7919 * (index + 1),
             num_steps=self.num_steps,
@@ -153,8 +174,8 @@ class RayRunner:
             name=None,
             num_cpus=cfg.ray_num_cpus_per_actor,
             num_gpus=cfg.ray_num_gpus_per_actor,
-            max_restarts=cfg.max_worker_restarts if cfg.restart_failed_workers else 0,
-            max_task_retries=0,  # a lost rollout is asked for again by collect, not by Ray
+            max_restarts=0,  # failed actors are replaced by _fail, counted and bounded
+            max_task_retries=0,
             scheduling_strategy="SPREAD",
         ).remote(setup)
 
@@ -195,59 +216,54 @@ class RayRunner:
 
     def _submit(self, actor: _Actor) -> None:
         actor.inflight = actor.handle.sample.remote(self.version, [self._weights_ref])
+        grace = BUILD_GRACE_S if actor.fresh else 0.0
+        actor.deadline = time.monotonic() + self.timeout_s + grace
 
     def _fail(self, actor: _Actor, cause: str, worker_traceback: str | None = None) -> None:
-        """``actor`` lost a rollout. With restarts left, Ray rebuilds it and the call is made
-        again (a death is counted when the rebuilt actor reports, since Ray may answer
-        "restarting" several times meanwhile); otherwise the actor is given up
-        (``ignore_worker_failures``) or ActorError is raised."""
+        """``actor`` lost its rollout: replace it while restarts are left; otherwise give it up
+        (``ignore_worker_failures``) or raise ActorError."""
         cfg = self.cfg
         actor.inflight = None
-        now = time.monotonic()
-        if actor.failing_since is None:
-            actor.failing_since = now
-        waited = now - actor.failing_since
-        if (
-            cfg.restart_failed_workers
-            and self.worker_restarts < cfg.max_worker_restarts
-            and waited < ROLLOUT_TIMEOUT_S
-        ):
-            if waited == 0.0:
-                _say(f"{self._describe(actor)} lost its rollout ({cause}); Ray restarts it")
-            if worker_traceback is not None:
-                # An exception, not a death: rebuild the actor (fresh envs) all the same,
-                # and count it now, since a failing actor may never report again.
-                self._count_restart(actor, "raised")
-                actor.restart_counted = True
-                self._ray.kill(actor.handle, no_restart=False)
-            else:
-                time.sleep(0.05)  # Ray answers "restarting" until the new process is up
+        with contextlib.suppress(Exception):
+            self._ray.kill(actor.handle, no_restart=True)
+        if cfg.restart_failed_workers and self.worker_restarts < cfg.max_worker_restarts:
+            self.worker_restarts += 1
+            _say(
+                f"{self._describe(actor)} {cause}; replaced by a new actor (restart "
+                f"{self.worker_restarts} of at most {cfg.max_worker_restarts})"
+            )
+            actor.incarnation += 1
+            actor.handle = self._create(actor.index, actor.incarnation)
+            actor.info = {}
+            actor.fresh = True
             self._submit(actor)
             return
-        error = ActorError(
+        others = [a for a in self._live() if a is not actor]
+        if cfg.ignore_worker_failures and others:
+            actor.live = False
+            _say(f"continuing with {len(others)} actors without {self._describe(actor)}: {cause}")
+            return
+        raise ActorError(
             f"{self._describe(actor)} {cause}",
             worker_index=actor.index,
             worker_traceback=worker_traceback,
         )
-        others = [a for a in self._live() if a is not actor]
-        if cfg.ignore_worker_failures and others:
-            actor.live = False
-            with contextlib.suppress(Exception):
-                self._ray.kill(actor.handle, no_restart=True)
-            _say(f"continuing with {len(others)} actors without {self._describe(actor)}: {cause}")
-            return
-        raise error
 
     def _receive(self, pending: list[_Actor]) -> tuple[_Actor, RayRollout] | None:
-        """The next rollout of one of ``pending`` actors, or None after handling a failure."""
+        """The next rollout of one of ``pending`` actors, or None after handling a failure
+        (an exception, a death, or actors past their deadline)."""
         ray = self._ray
         owners = {a.inflight: a for a in pending}
-        ready, _ = ray.wait(list(owners), num_returns=1, timeout=ROLLOUT_TIMEOUT_S)
+        wait_s = max(0.0, min(a.deadline for a in pending) - time.monotonic())
+        ready, _ = ray.wait(list(owners), num_returns=1, timeout=wait_s)
         if not ready:
-            raise ActorError(
-                f"no rollout from any of {len(owners)} ray actors within {ROLLOUT_TIMEOUT_S:g} s",
-                worker_index=-1,
-            )
+            now = time.monotonic()
+            for late in [a for a in pending if a.deadline <= now]:
+                self._fail(
+                    late,
+                    f"sent no rollout within {self.timeout_s:g} s (hung; runner.worker_timeout_s)",
+                )
+            return None
         actor = owners[ready[0]]
         try:
             result: RayRollout = ray.get(ready[0])
@@ -261,30 +277,9 @@ class RayRunner:
             self._fail(actor, f"lost its rollout ({_first_line(exc)})")
             return None
         actor.inflight = None
-        actor.failing_since = None
-        actor.info = {k: v for k, v in result.info.items() if k != "restarted"}
-        if result.info.get("restarted"):
-            if actor.restart_counted:
-                actor.restart_counted = False
-            else:
-                self._count_restart(actor, "died")
+        actor.fresh = False
+        actor.info = result.info
         return actor, result
-
-    def _count_restart(self, actor: _Actor, how: str) -> None:
-        """Count one restart of ``actor``; past runner.max_worker_restarts the run stops
-        (or, with ignore_worker_failures, goes on without the budget)."""
-        cfg = self.cfg
-        if self.worker_restarts >= cfg.max_worker_restarts and not cfg.ignore_worker_failures:
-            raise ActorError(
-                f"{self._describe(actor)} {how} and was rebuilt by Ray, past "
-                f"runner.max_worker_restarts={cfg.max_worker_restarts}",
-                worker_index=actor.index,
-            )
-        self.worker_restarts += 1
-        _say(
-            f"{self._describe(actor)} {how} and runs again (restart {self.worker_restarts} of "
-            f"at most {cfg.max_worker_restarts})"
-        )
 
     # ------------------------------------------------------------------ Runner
 
@@ -395,7 +390,11 @@ class RayRunner:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
+    """One line saying what went wrong: the actor's own exception where Ray carries it (a
+    RayTaskError's first line only names the remote method), without terminal colours."""
+    cause = getattr(exc, "cause", None)
+    text = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else str(exc)
+    lines = [line for line in _ANSI_COLOUR.sub("", text).splitlines() if line.strip()]
     return (lines[0] if lines else type(exc).__name__)[:300]
 
 

@@ -7,9 +7,9 @@ Ray stores in its object store (zero-copy for the driver on the same node).
 
 Weights arrive as an object reference wrapped in a list (Ray resolves only top-level
 arguments), with their version: the actor fetches them only when the version differs from
-the one it holds. A restarted actor (Ray rebuilt it after its process died) starts with
-version -1, so its first rollout always acts with the weights of the call, i.e. the
-learner's current ones.
+the one it holds. A new actor starts with version -1, so its first rollout always acts with
+the weights of the call, i.e. the learner's current ones; a replacement of a failed actor
+(``incarnation`` > 0) plays new games with new, still deterministic, env seeds.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.timers import PhaseTimer
 
 ACTOR_SECONDS = ("env_step", "policy_forward", "weight_sync")
+# Env seeds of an actor's n-th replacement start n strides away from its first seeds.
+_REPLACEMENT_SEED_STRIDE = 1_000_003
 
 
 @dataclass
@@ -46,6 +48,8 @@ class RayActorSetup:
     make_envs: Callable[[int, int], VectorEnv]
     """``make_envs(count, seed)``: the actor's envs, env i seeded ``seed + i``."""
     env_seed: int
+    incarnation: int
+    """0 for the first actor of this index, n for its n-th replacement."""
     make_policy: Callable[[], ActorCritic]
     torch_seed: int
     num_steps: int
@@ -68,7 +72,7 @@ class RayRollout:
     seconds: dict[str, float] = field(default_factory=dict)
     """Actor-side time: env_step, policy_forward, weight_sync."""
     info: dict[str, Any] = field(default_factory=dict)
-    """Where the actor runs (pid, node) and whether it is a restarted incarnation."""
+    """Where the actor runs: pid, node, incarnation."""
 
 
 def weights_to_numpy(module: torch.nn.Module) -> np.ndarray:
@@ -131,14 +135,9 @@ class RolloutActor:
         torch.manual_seed(setup.torch_seed)
         self.setup = setup
         self.device = torch.device(setup.device)
-        with warnings.catch_warnings():
-            # Ray warns about an API it calls itself inside this property.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
-        # A restarted actor plays new games: the same seeds would repeat its first episodes.
-        self.env_seed = setup.env_seed + (
-            int.from_bytes(os.urandom(3), "little") * 1000 if self.restarted else 0
-        )
+        # A replacement plays new games: the same seeds would repeat the failed actor's
+        # episodes (and, with fault injection, its faults).
+        self.env_seed = setup.env_seed + _REPLACEMENT_SEED_STRIDE * setup.incarnation
         self.envs = setup.make_envs(setup.num_envs, self.env_seed)
         self.policy = setup.make_policy().to(self.device)
         if setup.channels_last:
@@ -155,7 +154,6 @@ class RolloutActor:
             self.envs, self.policy, self.device, setup.precision, first_obs
         )
         self.version = -1
-        self.samples = 0
         self.timer = PhaseTimer()
         self._info = {
             "role": "actor",
@@ -164,12 +162,13 @@ class RolloutActor:
             "torch_threads": torch.get_num_threads(),
             "cpu_affinity": sorted(os.sched_getaffinity(0)),
             "device": setup.device,
+            "incarnation": setup.incarnation,
             **node_of_this_process(ray),
         }
 
     def info(self) -> dict[str, Any]:
         """Where this actor runs; also the driver's way to wait until it is built."""
-        return {**self._info, "restarted": self.restarted}
+        return dict(self._info)
 
     def sample(self, version: int, weights: list[Any]) -> RayRollout:
         """One rollout acted with weights ``version`` (``weights[0]``: their object ref)."""
@@ -184,15 +183,12 @@ class RolloutActor:
             for e in self.collector.collect(self.buf, self.timer)
         ]
         seconds = self.timer.lap()
-        # The first rollout of a restarted incarnation says so, once: the driver counts it.
-        info = {**self._info, "restarted": self.restarted and self.samples == 0}
-        self.samples += 1
         return RayRollout(
             arrays={f.name: getattr(self.buf, f.name).numpy() for f in dataclasses.fields(Rollout)},
             policy_version=self.version,
             episodes=episodes,
             seconds={k: seconds.get(k, 0.0) for k in ACTOR_SECONDS},
-            info=info,
+            info=dict(self._info),
         )
 
     def close(self) -> None:
