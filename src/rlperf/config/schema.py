@@ -341,6 +341,8 @@ class RunnerConfig:
     """Learner compute precision: fp32, or bf16 (autocast; fast on CPUs with AMX and on recent GPUs)."""
     channels_last: bool = True
     """Keep conv weights and activations in channels-last layout (same results, faster oneDNN kernels)."""
+    compile: bool = False
+    """torch.compile the network where it learns and acts (inproc and subprocess runners; minutes of compiling first); off: its gain here is small, see docs/benchmarks.md."""
     retain_freed_memory: bool = True
     """Linux/glibc: keep freed memory mapped for reuse, so minibatches do not page-fault fresh memory."""
     restart_failed_workers: bool = True

@@ -102,6 +102,10 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"runner.num_learners > 1 works with the inproc and subprocess runners, not {runner.name}"
         )
+    if runner.compile and runner.name not in ("inproc", "subprocess"):
+        raise ConfigError(
+            f"runner.compile works with the inproc and subprocess runners, not {runner.name}"
+        )
     _validate_vtrace_algos(cfg)
     _validate_dqn(cfg)
     if env.resize_interpolation not in RESIZE_INTERPOLATIONS:

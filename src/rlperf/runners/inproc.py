@@ -62,6 +62,10 @@ class InProcRunner:
             if self.actor_device == self.learner_device
             else copy.deepcopy(self.learner).to(self.actor_device)
         )
+        if cfg.compile:
+            # In place, so parameter names (checkpoints) stay those of the eager module. Shapes
+            # are static: acting and learning batches get one graph each.
+            self.learner.compile(dynamic=False)
 
         T, N = algo.data_spec.horizon, envs.num_envs
         space = envs.single_observation_space
