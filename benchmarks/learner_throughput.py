@@ -49,6 +49,7 @@ def make_batch(cfg: RunConfig, dim: int, actions: int) -> Rollout:
         next_obs_N=torch.randint(
             0, 255, (N, cfg.env.frame_stack, dim, dim), dtype=torch.uint8, generator=g
         ),
+        truncation_values_TN=torch.zeros(T, N),
     )
 
 

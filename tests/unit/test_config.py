@@ -114,6 +114,17 @@ def test_rllib_preset_is_the_thesis_configuration():
     assert (cfg.ppo.ent_coef, cfg.ppo.kl_coeff, cfg.ppo.kl_target) == (0.0, 0.2, 0.01)
 
 
+def test_pong_fast_is_the_solved_run_in_one_preset():
+    # The command and settings of the 39-minute run in docs/benchmarks.md.
+    cfg, _ = build_train_config(["--preset", "pong-fast"])
+    solved, _ = build_train_config(
+        ["--preset", "cleanrl-atari", "--env", "ALE/Pong-v5", "runner.precision=bf16",
+         "stop.total_timesteps=2600000", "stop.target_reward=17"]
+    )  # fmt: skip
+    assert cfg == solved
+    assert cfg.stop.target_reward_metric == "mean100" and cfg.env.repeat_action_probability == 0
+
+
 def test_extends_merges_presets():
     demo = load_preset("demo-pong")
     assert demo["ppo"]["num_steps"] == 128 and demo["stop"]["wall_time_s"] == 180

@@ -342,7 +342,7 @@ class RunnerConfig:
     channels_last: bool = True
     """Keep conv weights and activations in channels-last layout (same results, faster oneDNN kernels)."""
     compile: bool = False
-    """torch.compile the network where it learns and acts (inproc and subprocess runners; minutes of compiling first); off: its gain here is small, see docs/benchmarks.md."""
+    """torch.compile the network where it learns and acts (inproc and subprocess runners; seconds to minutes of compiling first). Off: 0.98x end to end on Pong with a bf16 CPU learner (docs/benchmarks.md)."""
     retain_freed_memory: bool = True
     """Linux/glibc: keep freed memory mapped for reuse, so minibatches do not page-fault fresh memory."""
     restart_failed_workers: bool = True
