@@ -5,6 +5,7 @@ and leaves no process behind; PPO still solves CartPole while its envs crash."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import psutil
 import pytest
 
 from rlperf.config.schema import EnvConfig
-from rlperf.envs.make import make_env
+from rlperf.envs.make import make_env, make_vector_env
 from rlperf.envs.wrappers import CrashingEnv, InjectedCrash
 from tests.conftest import read_metrics, rlperf_subprocess
 
@@ -55,6 +56,27 @@ def test_the_wrapper_crashes_and_stalls_reproducibly() -> None:
     with pytest.raises(InjectedCrash, match="injected crash at reset"):
         for _ in range(20):
             wrapped.reset(seed=int(np.random.randint(1000)))
+
+
+def test_env_fault_envs_wraps_only_the_named_envs() -> None:
+    cfg = EnvConfig(id="CartPole-v1", num_envs=4, fault_p_crash=0.5, fault_envs=[1, 3])
+    envs = make_vector_env(cfg, 84, seed=0)
+    assert [isinstance(e, CrashingEnv) for e in envs.envs] == [False, True, False, True]
+    # A worker's slice keeps the run's env numbering: envs 2 and 3 of the run.
+    part = make_vector_env(dataclasses.replace(cfg, num_envs=2), 84, seed=2, first_env=2)
+    assert [isinstance(e, CrashingEnv) for e in part.envs] == [False, True]
+
+
+def test_faults_strike_only_the_named_worker(tmp_path: Path) -> None:
+    done, run_dir, _ = _run(
+        tmp_path, "one", "--preset", "cartpole", "--runner", "subprocess", "--num-workers", "2",
+        "-i", "6", "env.fault_p_crash=0.005", "env.fault_envs=5", "runner.max_worker_restarts=100",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    crashes = [line for line in done.stderr.splitlines() if "InjectedCrash" in line]
+    assert crashes and all("env 5 (worker 1)" in line for line in crashes), done.stderr
+    assert "restarting env worker 0" not in done.stderr
+    assert read_metrics(run_dir)[-1]["sys/worker_restarts"] == len(crashes)
 
 
 def test_inproc_stops_cleanly_with_a_checkpoint(tmp_path: Path) -> None:

@@ -41,8 +41,10 @@ class FakeFailingVectorEnv:
         self.envs.close()
 
 
-def cartpole_failing_once(count: int, seed: int, *, raise_at: int, failing_seed: int) -> VectorEnv:
+def cartpole_failing_once(
+    count: int, seed: int, first_env: int, *, raise_at: int, failing_seed: int
+) -> VectorEnv:
     """CartPole envs for one actor; those built with ``failing_seed`` (the actor's first
     life, not its restarts) raise at step ``raise_at``."""
-    envs = make_env_slice(EnvConfig(id="CartPole-v1"), 84, count, seed)
+    envs = make_env_slice(EnvConfig(id="CartPole-v1"), 84, count, seed, first_env)
     return FakeFailingVectorEnv(envs, raise_at) if seed == failing_seed else envs

@@ -121,6 +121,8 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
             return parse_cpu_list(str(value))
         if isinstance(value, str):
             value = [v for v in value.strip("[]").split(",") if v.strip()]
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            value = [value]  # KEY=3 is the one-element list [3]
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{key} must be a list of {type_name(args[0])}, got {value!r}")
         return [coerce(key, v, args[0]) for v in value]

@@ -55,6 +55,8 @@ class EnvConfig:
     """Fault injection: how long an injected stall lasts."""
     fault_at: str = "step"
     """Fault injection: where faults strike: step, reset or both."""
+    fault_envs: list[int] | None = None
+    """Fault injection: only these envs fault (env i of the run; a runner with k envs per worker gives worker w envs w*k .. w*k+k-1), e.g. 0 or 2,3; unset = every env."""
 
 
 @dataclass

@@ -223,6 +223,12 @@ def _validate_faults(cfg: RunConfig) -> None:
         )
     if env.fault_stall_time_s < 0:
         raise ConfigError(f"env.fault_stall_time_s must be >= 0, got {env.fault_stall_time_s}")
+    if env.fault_envs is not None:
+        outside = sorted(i for i in env.fault_envs if not 0 <= i < env.num_envs)
+        if outside or not env.fault_envs:
+            raise ConfigError(
+                f"env.fault_envs names envs {outside} outside the run's 0..{env.num_envs - 1}"
+            )
     if env.fault_at not in FAULT_SITES:
         raise ConfigError(
             f"env.fault_at must be one of {', '.join(FAULT_SITES)}, got {env.fault_at!r}"

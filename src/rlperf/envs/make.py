@@ -126,11 +126,14 @@ def validate_env_id(env_id: str) -> None:
     raise ConfigError(message)
 
 
-def make_env(cfg: EnvConfig, dim: int, seed: int, training: bool = True) -> SingleEnv:
+def make_env(
+    cfg: EnvConfig, dim: int, seed: int, training: bool = True, index: int | None = None
+) -> SingleEnv:
     """One env for ``cfg.id`` (see the module docstring for which knobs apply).
 
     ``dim`` is the Atari frame size (ignored otherwise); ``training=False`` builds an
-    evaluation env (no episodic life, no reward clipping).
+    evaluation env (no episodic life, no reward clipping). ``index`` is the env's place
+    among the run's envs, which ``cfg.fault_envs`` selects by.
     """
     validate_env_id(cfg.id)
     env: SingleEnv
@@ -144,7 +147,8 @@ def make_env(cfg: EnvConfig, dim: int, seed: int, training: bool = True) -> Sing
         from rlperf.envs.classic import GymEnv
 
         env = GymEnv(dataclasses.replace(cfg, clip_rewards=False), seed, training)
-    if training and (cfg.fault_p_crash or cfg.fault_p_stall):
+    targeted = cfg.fault_envs is None or index in cfg.fault_envs
+    if training and targeted and (cfg.fault_p_crash or cfg.fault_p_stall):
         from rlperf.envs.wrappers import CrashingEnv
 
         env = CrashingEnv(
@@ -158,16 +162,21 @@ def make_env(cfg: EnvConfig, dim: int, seed: int, training: bool = True) -> Sing
     return env
 
 
-def make_vector_env(cfg: EnvConfig, dim: int, seed: int, training: bool = True) -> SyncVectorEnv:
+def make_vector_env(
+    cfg: EnvConfig, dim: int, seed: int, training: bool = True, first_env: int = 0
+) -> SyncVectorEnv:
     """``cfg.num_envs`` copies of :func:`make_env` in a :class:`SyncVectorEnv`; env i gets
-    ``seed + i`` (the same seeds :meth:`SyncVectorEnv.reset` uses)."""
+    ``seed + i`` (the same seeds :meth:`SyncVectorEnv.reset` uses) and is the run's env
+    ``first_env + i``."""
     if cfg.num_envs < 1:
         raise ConfigError(f"env.num_envs must be >= 1, got {cfg.num_envs}")
     validate_env_id(cfg.id)
-    return SyncVectorEnv([make_env(cfg, dim, seed + i, training) for i in range(cfg.num_envs)])
+    return SyncVectorEnv(
+        [make_env(cfg, dim, seed + i, training, first_env + i) for i in range(cfg.num_envs)]
+    )
 
 
-def make_engine_envs(cfg: EnvConfig, dim: int, seed: int) -> VectorEnv:
+def make_engine_envs(cfg: EnvConfig, dim: int, seed: int, first_env: int = 0) -> VectorEnv:
     """``cfg.num_envs`` envs stepped by ``cfg.engine`` in this process; env i gets ``seed + i``.
 
     The C++ engines are imported on demand: they are optional dependencies.
@@ -184,9 +193,12 @@ def make_engine_envs(cfg: EnvConfig, dim: int, seed: int) -> VectorEnv:
         from rlperf.envs.ale_vector import AleVectorEnv
 
         return AleVectorEnv(cfg, dim, seed)
-    return make_vector_env(cfg, dim, seed)
+    return make_vector_env(cfg, dim, seed, first_env=first_env)
 
 
-def make_env_slice(cfg: EnvConfig, dim: int, count: int, seed: int) -> VectorEnv:
-    """:func:`make_engine_envs` for ``count`` of the run's envs (one actor's share)."""
-    return make_engine_envs(dataclasses.replace(cfg, num_envs=count), dim, seed)
+def make_env_slice(
+    cfg: EnvConfig, dim: int, count: int, seed: int, first_env: int = 0
+) -> VectorEnv:
+    """:func:`make_engine_envs` for ``count`` of the run's envs, from env ``first_env`` on
+    (one worker's share)."""
+    return make_engine_envs(dataclasses.replace(cfg, num_envs=count), dim, seed, first_env)

@@ -652,6 +652,6 @@ def make_subproc_vector_env(
         )
     validate_env_id(cfg.id)  # a one-line error here rather than one per worker
     env_fns = [
-        functools.partial(make_env, cfg, dim, seed + i, training) for i in range(cfg.num_envs)
+        functools.partial(make_env, cfg, dim, seed + i, training, i) for i in range(cfg.num_envs)
     ]
     return SubprocVectorEnv(env_fns, num_workers, step_timeout_s=step_timeout_s)

@@ -36,9 +36,9 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.resources import children_ignore_sigint
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
-from rlperf.envs.vector import VectorEnv
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor import ActorSetup, RolloutReport, actor_main
+from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.inproc import resolve_device
 from rlperf.runners.shared_memory import (
     RolloutSlots,
@@ -50,9 +50,6 @@ from rlperf.telemetry.timers import PhaseTimer
 
 ROLLOUT_TIMEOUT_S = 300.0
 """Longest wait for any rollout before the actors are declared hung (start-up included)."""
-
-# Builds a vector of `count` envs of the run's env config; env i is seeded `seed + i`.
-EnvSliceFactory = Callable[[int, int], VectorEnv]
 
 
 def rollout_timeout(cfg: RunnerConfig) -> float:
@@ -154,7 +151,7 @@ class DecoupledRunner:
         setup = ActorSetup(
             index=index,
             first_env=first_env,
-            make_envs=_EnvSlice(self.make_env_slice, self.envs_per_actor, env_seed),
+            make_envs=EnvSlice(self.make_env_slice, self.envs_per_actor, env_seed, first_env),
             env_seed=env_seed,
             make_policy=self.make_policy,
             torch_seed=self.seed + 7919 * (index + 1) + seed_offset,
@@ -355,15 +352,3 @@ class DecoupledRunner:
         for actor in self.actors:
             actor.process.join(max(deadline - time.monotonic(), 0.0))
             self._stop_process(actor)
-
-
-@dataclass
-class _EnvSlice:
-    """A picklable call that builds one actor's envs."""
-
-    factory: EnvSliceFactory
-    count: int
-    seed: int
-
-    def __call__(self) -> VectorEnv:
-        return self.factory(self.count, self.seed)

@@ -42,7 +42,7 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.resources import children_ignore_sigint
 from rlperf.core.shared_optim import HogwildGradientStep, SharedOptimizer, WorkerUpdates
 from rlperf.envs.base import EpisodeEnd
-from rlperf.envs.vector import VectorEnv
+from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.hogwild_worker import (
     SEGMENT_PHASES,
     SegmentReport,
@@ -59,8 +59,8 @@ MIN_ITERATION_S = 0.5
 many seconds passed since the previous one: A3C segments take milliseconds, and a record
 (and stop check) per handful of segments would cost the driver a large share of a core."""
 
-# Builds a vector of `count` envs of the run's env config; env i is seeded `seed + i`.
-EnvSliceFactory = Callable[[int, int], VectorEnv]
+# The evaluation process's env is none of the run's training envs (env.fault_envs never names it).
+EVAL_ENV = -1
 
 
 class HogwildWorkerError(WorkerError):
@@ -82,18 +82,6 @@ class _Process:
     @property
     def name(self) -> str:
         return f"{self.role} {self.index} (pid {self.process.pid})"
-
-
-@dataclass
-class _EnvSlice:
-    """A picklable call that builds one process's envs."""
-
-    factory: EnvSliceFactory
-    count: int
-    seed: int
-
-    def __call__(self) -> VectorEnv:
-        return self.factory(self.count, self.seed)
 
 
 class HogwildRunner:
@@ -147,7 +135,7 @@ class HogwildRunner:
                 setup = WorkerSetup(
                     index=i,
                     first_env=first,
-                    make_envs=_EnvSlice(make_env_slice, self.envs_per_worker, seed + first),
+                    make_envs=EnvSlice(make_env_slice, self.envs_per_worker, seed + first, first),
                     env_seed=seed + first,
                     torch_seed=seed + 7919 * (i + 1),
                     algo=algo,
@@ -161,7 +149,7 @@ class HogwildRunner:
                 setup = WorkerSetup(
                     index=0,
                     first_env=0,
-                    make_envs=_EnvSlice(make_env_slice, 1, eval_seed),
+                    make_envs=EnvSlice(make_env_slice, 1, eval_seed, EVAL_ENV),
                     env_seed=eval_seed,
                     torch_seed=seed + 104_729,
                     algo=algo,

@@ -47,13 +47,11 @@ from rlperf.core.resources import apply_cpu_resources, children_ignore_sigint, d
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.decoupled import ActorError, rollout_timeout
+from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.inproc import resolve_device
 from rlperf.runners.shared_memory import SharedPolicyWeights
 from rlperf.runners.transitions import TransitionsRunner
 from rlperf.telemetry.timers import PhaseTimer
-
-# Builds a vector of `count` envs of the run's env config; env i is seeded `seed + i`.
-EnvSliceFactory = Callable[[int, int], VectorEnv]
 
 _RESTART = None
 """A marker in the queue of finished chunks: the play process was restarted here, so the
@@ -276,7 +274,7 @@ class PlayTrainRunner(TransitionsRunner):
         # A copy whose network the play process owns; the original keeps acting for nobody.
         behaviour = copy.deepcopy(self.algo.behaviour)
         setup = PlaySetup(
-            make_envs=_EnvSlice(self.make_env_slice, self.num_envs, env_seed),
+            make_envs=EnvSlice(self.make_env_slice, self.num_envs, env_seed, 0),
             env_seed=env_seed,
             behaviour=behaviour,
             device=str(self.actor_device),
@@ -464,15 +462,3 @@ class PlayTrainRunner(TransitionsRunner):
                 self.conn.send(("stop",))
         self.process.join(5.0)
         self._stop_process()
-
-
-@dataclass
-class _EnvSlice:
-    """A picklable call that builds the play process's envs."""
-
-    factory: EnvSliceFactory
-    count: int
-    seed: int
-
-    def __call__(self) -> VectorEnv:
-        return self.factory(self.count, self.seed)

@@ -51,7 +51,6 @@ from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
-from rlperf.envs.vector import VectorEnv
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.decoupled import (
     ROLLOUT_TIMEOUT_S,
@@ -59,6 +58,7 @@ from rlperf.runners.decoupled import (
     learner_threads,
     rollout_timeout,
 )
+from rlperf.runners.env_slice import EnvSliceFactory
 from rlperf.runners.inproc import resolve_device
 from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
 from rlperf.runners.ray_rollout_actor import (
@@ -70,10 +70,6 @@ from rlperf.runners.ray_rollout_actor import (
 )
 from rlperf.runners.shared_memory import empty_batch, gather_rollouts
 from rlperf.telemetry.timers import PhaseTimer
-
-# Builds `count` envs of the run's env config; env i is seeded `seed + i`.
-EnvSliceFactory = Callable[[int, int], VectorEnv]
-
 
 _ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 # A new actor's first rollout may take this much longer than runner.worker_timeout_s: it

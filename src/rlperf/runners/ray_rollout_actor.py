@@ -27,9 +27,9 @@ import torch
 from rlperf.core.resources import apply_cpu_resources
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
-from rlperf.envs.vector import VectorEnv
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.collector import RolloutCollector
+from rlperf.runners.env_slice import EnvSliceFactory
 from rlperf.telemetry.timers import PhaseTimer
 
 ACTOR_SECONDS = ("env_step", "policy_forward", "weight_sync")
@@ -45,8 +45,8 @@ class RayActorSetup:
     first_env: int
     """Index of the actor's first env in the learner's batch (for episode reports)."""
     num_envs: int
-    make_envs: Callable[[int, int], VectorEnv]
-    """``make_envs(count, seed)``: the actor's envs, env i seeded ``seed + i``."""
+    make_envs: EnvSliceFactory
+    """``make_envs(count, seed, first_env)``: the actor's envs, env i seeded ``seed + i``."""
     env_seed: int
     incarnation: int
     """0 for the first actor of this index, n for its n-th replacement."""
@@ -138,7 +138,7 @@ class RolloutActor:
         # A replacement plays new games: the same seeds would repeat the failed actor's
         # episodes (and, with fault injection, its faults).
         self.env_seed = setup.env_seed + _REPLACEMENT_SEED_STRIDE * setup.incarnation
-        self.envs = setup.make_envs(setup.num_envs, self.env_seed)
+        self.envs = setup.make_envs(setup.num_envs, self.env_seed, setup.first_env)
         self.policy = setup.make_policy().to(self.device)
         if setup.channels_last:
             self.policy.to(memory_format=torch.channels_last)
