@@ -57,13 +57,14 @@ def fit_policy(run_dir: Path, seed: int = 0, steps: int = 60, lr: float = 3e-4) 
     logits layer on the network's own features (instant), then ``steps`` Adam steps on the
     whole network (a few seconds) so the torso's features carry the decision too."""
     from rlperf.deploy.policy import load_run_policy
+    from rlperf.models.policy import network_input
 
     policy = load_run_policy(run_dir)
     frames, labels = _record_with_labels(policy.cfg, policy.dim, 1000, seed)
     x, y = torch.from_numpy(frames), torch.from_numpy(labels)
     model = policy.model
     with torch.no_grad():
-        hidden = model.policy_torso(model._prepare(x)).double()
+        hidden = model.policy_torso(network_input(x)).double()
         features = torch.cat([hidden, torch.ones(len(hidden), 1, dtype=hidden.dtype)], 1)
         targets = torch.nn.functional.one_hot(y, policy.num_actions).double() * 4 - 2
         gram = features.T @ features + 0.1 * torch.eye(features.shape[1], dtype=hidden.dtype)

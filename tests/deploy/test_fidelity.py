@@ -11,6 +11,7 @@ import torch
 from rlperf.deploy.backends import backend_status, make_backend
 from rlperf.deploy.fidelity import check_backend, check_fidelity, compare_logits
 from rlperf.deploy.policy import PolicyGraph, load_run_policy, torch_logits
+from rlperf.models.conv import InputScaledConv2d
 
 
 def test_fixture_policy_acts_non_uniformly(deployed_run: Path, pong_obs) -> None:
@@ -65,7 +66,9 @@ def _export_broken(run_dir: Path, graph: torch.nn.Module, names: list[str]) -> N
 
 def test_missing_input_scaling_fails_the_check(run_copy: Path, pong_obs) -> None:
     policy = load_run_policy(run_copy)
-    policy.model.input_scale = None  # the /255 forgotten
+    for layer in policy.model.modules():
+        if isinstance(layer, InputScaledConv2d):
+            layer.input_scale = None  # the /255 forgotten
     _export_broken(run_copy, PolicyGraph(policy.model), ["logits"])
     good = load_run_policy(run_copy)
     result = check_backend(

@@ -7,7 +7,8 @@ from torch import nn
 from rlperf.config.schema import ModelConfig
 from rlperf.core.errors import ConfigError
 from rlperf.models.catalog import MODELS, build_model, count_parameters, resolve_model_name
-from rlperf.models.conv import ConvTorso, conv_output_shape, same_padding
+from rlperf.models.conv import ConvTorso, InputScaledConv2d, conv_output_shape, same_padding
+from rlperf.models.policy import network_input
 
 # Table 3.1 of the thesis (Pong: 6 actions, 4 stacked frames, policy and value towers).
 THESIS_PARAMS = {1: 2_009_447, 2: 2_034_023, 3: 1_108_359, 4: 2_042_279, 5: 4_254_119, 6: 7_252_327}
@@ -72,11 +73,39 @@ def test_model_names():
         resolve_model_name("natur")
 
 
-def test_uint8_scaling_happens_inside_the_model():
-    model = build_model(ModelConfig(name="nature"), (4, 84, 84), 6)
-    raw = torch.full((1, 4, 84, 84), 255, dtype=torch.uint8)
-    scaled = torch.ones(1, 4, 84, 84)
-    model.input_scale = 1 / 255
+def _set_input_scale(model: torch.nn.Module, scale: float | None) -> None:
+    for layer in model.modules():
+        if isinstance(layer, InputScaledConv2d):
+            layer.input_scale = scale
+
+
+@pytest.mark.parametrize("name", ["nature", "thesis-1"])
+def test_uint8_scaling_happens_inside_the_model(name: str):
+    dim = MODELS[name].input_dim or 84
+    model = build_model(ModelConfig(name=name), (4, dim, dim), 6)
+    raw = torch.randint(0, 256, (3, 4, dim, dim), dtype=torch.uint8)
     a = model(raw)[0]
-    model.input_scale = None
-    torch.testing.assert_close(a, model(scaled)[0])
+    _set_input_scale(model, None)
+    torch.testing.assert_close(a, model(raw.float() / 255)[0])
+
+
+def test_folded_scaling_matches_scaling_the_input_before_the_first_conv():
+    """conv(x, W/255) is conv(x/255, W): same outputs and same gradients for the weight."""
+    torch.manual_seed(0)
+    folded = InputScaledConv2d(4, 8, 3, 2, input_scale=1 / 255)
+    plain = torch.nn.Conv2d(4, 8, 3, 2)
+    plain.load_state_dict(folded.state_dict())  # the same keys and meaning
+    x = torch.randint(0, 256, (2, 4, 12, 12), dtype=torch.uint8).float()
+    folded(x).square().sum().backward()
+    plain(x / 255).square().sum().backward()
+    torch.testing.assert_close(folded.weight.grad, plain.weight.grad)
+    torch.testing.assert_close(folded(x), plain(x / 255))
+
+
+def test_frames_enter_the_first_layer_in_the_autocast_dtype():
+    frames = torch.randint(0, 256, (2, 4, 8, 8), dtype=torch.uint8)
+    assert network_input(frames).dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x = network_input(frames)
+    assert x.dtype == torch.bfloat16
+    assert torch.equal(x.float(), frames.float())  # 0..255 are exact in bf16

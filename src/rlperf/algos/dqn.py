@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from rlperf.config.schema import DQNConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.types import ANY_POLICY_LAG, DataSpec, Progress, Transitions
-from rlperf.models.policy import ActorCritic
+from rlperf.models.policy import ActorCritic, network_input
 
 LOSS_EMA_ALPHA = 0.98
 """Smoothing of ``losses/avg_loss`` (source 003 smooths the loss as it smooths rewards)."""
@@ -40,27 +40,21 @@ class QNetwork(nn.Module):
     env gives them (uint8 frames) and are scaled inside, like the actor-critic's.
     """
 
-    def __init__(
-        self, torso: nn.Module, features: int, num_actions: int, input_scale: float | None
-    ) -> None:
+    def __init__(self, torso: nn.Module, features: int, num_actions: int) -> None:
         super().__init__()
         self.torso = torso
         self.q_head = nn.Linear(features, num_actions)
-        self.input_scale = input_scale
 
     @classmethod
     def from_actor_critic(cls, policy: ActorCritic) -> QNetwork:
         """The policy torso of a built model (``models.catalog.build_model``) with a Q head
         in place of the logits and value heads."""
         head = policy.logits_head
-        return cls(policy.policy_torso, head.in_features, head.out_features, policy.input_scale)
+        return cls(policy.policy_torso, head.in_features, head.out_features)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Action values (B, A)."""
-        x = obs.float()
-        if self.input_scale is not None:
-            x = x * self.input_scale
-        return self.q_head(self.torso(x))
+        return self.q_head(self.torso(network_input(obs)))
 
 
 def _maybe_no_grad(enabled: bool) -> contextlib.AbstractContextManager[Any]:

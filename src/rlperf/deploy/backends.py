@@ -88,11 +88,13 @@ class TorchBackend(Backend):
         self.detail = f"torch {torch.__version__} on {self.device}"
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
+        from rlperf.models.policy import network_input
+
         torch = self._torch
         with torch.inference_mode():
             x = torch.from_numpy(obs).to(self.device, non_blocking=True)
             m = self.model
-            logits = m.logits_head(m.policy_torso(m._prepare(x)))  # acting needs no value
+            logits = m.logits_head(m.policy_torso(network_input(x)))  # acting needs no value
             return logits.float().cpu().numpy()  # .cpu() waits for a GPU to finish
 
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import CheckpointError, UserInputError
-from rlperf.models.policy import ActorCritic
+from rlperf.models.policy import ActorCritic, network_input
 
 CONFIG_FILE = "config.yaml"
 
@@ -119,7 +119,7 @@ class PolicyGraph(nn.Module):
     """What gets exported: observation -> ``logits`` (and ``value`` with ``with_value``).
 
     The input may be the raw uint8 frame or the same values as float32 (0..255): the
-    network's own input scaling (``ActorCritic.input_scale``) is applied either way. The
+    network's own input scaling (in its first conv) is applied either way. The
     float form exists only for TFLite's int8 calibrator, which needs a float input to give it
     a quantized uint8 one.
     """
@@ -137,7 +137,7 @@ class PolicyGraph(nn.Module):
 
     def forward(self, obs: torch.Tensor):  # noqa: ANN201 - a tensor, a tuple or a dict
         m = self.model
-        x = m._prepare(obs)
+        x = network_input(obs)
         hidden = m.policy_torso(x)
         logits = m.logits_head(hidden)
         outputs = (logits,)

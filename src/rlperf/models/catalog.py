@@ -123,7 +123,6 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                 size = h
             return nn.Sequential(*layers), size
 
-        scale = None
     else:
         if len(obs_shape) != 3:
             raise ConfigError(
@@ -133,19 +132,17 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
 
         def torso() -> tuple[nn.Module, int]:
             if spec.kind == "nature":
-                t: nn.Module = NatureTorso(channels, (h, w))
+                t: nn.Module = NatureTorso(channels, (h, w), input_scale=1.0 / 255.0)
             else:
-                t = ConvTorso(channels, (h, w), spec.conv_filters)
+                t = ConvTorso(channels, (h, w), spec.conv_filters, input_scale=1.0 / 255.0)
             return t, t.out_features  # type: ignore[return-value]
-
-        scale = 1.0 / 255.0
 
     try:
         policy_torso, features = torso()
     except ValueError as exc:
         raise ConfigError(f"model {cfg.name}: {exc}") from None
     value_torso = None if share else torso()[0]
-    return ActorCritic(policy_torso, value_torso, features, num_actions, scale)
+    return ActorCritic(policy_torso, value_torso, features, num_actions)
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -21,13 +21,26 @@ def orthogonal_init(module: nn.Module, gain: float) -> None:
             nn.init.zeros_(m.bias)
 
 
+def network_input(obs: torch.Tensor) -> torch.Tensor:
+    """``obs`` as a network's first layer takes it: in the autocast dtype inside an autocast
+    region, else float32.
+
+    Raw uint8 frames go straight to bf16/fp16, where 0..255 are exact, rather than through a
+    float32 copy of the batch that autocast would cast down again; their 1/255 scaling is
+    folded into the first conv's weight (``models.conv.InputScaledConv2d``).
+    """
+    device_type = obs.device.type
+    if torch.is_autocast_enabled(device_type):
+        return obs.to(torch.get_autocast_dtype(device_type))
+    return obs.float()
+
+
 class ActorCritic(nn.Module):
     """A policy and a value function over discrete actions.
 
-    Observations enter as they come from the env (uint8 frames stay uint8 until here):
-    ``input_scale`` (1/255 for images) is applied inside the network, so exported graphs
-    take the raw observation. With ``value_torso=None`` the value head shares the policy
-    torso (``vf_share_layers=True``).
+    Observations enter as they come from the env (uint8 frames stay uint8 until here) and
+    are scaled inside the torsos' first layer, so exported graphs take the raw observation.
+    With ``value_torso=None`` the value head shares the policy torso (``vf_share_layers=True``).
     """
 
     def __init__(
@@ -36,36 +49,28 @@ class ActorCritic(nn.Module):
         value_torso: nn.Module | None,
         features: int,
         num_actions: int,
-        input_scale: float | None,
     ) -> None:
         super().__init__()
         self.policy_torso = policy_torso
         self.value_torso = value_torso
         self.logits_head = nn.Linear(features, num_actions)
         self.value_head = nn.Linear(features, 1)
-        self.input_scale = input_scale
         orthogonal_init(self.policy_torso, math.sqrt(2))
         if self.value_torso is not None:
             orthogonal_init(self.value_torso, math.sqrt(2))
         orthogonal_init(self.logits_head, 0.01)
         orthogonal_init(self.value_head, 1.0)
 
-    def _prepare(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float()
-        if self.input_scale is not None:
-            x = x * self.input_scale
-        return x
-
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(logits (B, A), value (B,))."""
-        x = self._prepare(obs)
+        x = network_input(obs)
         hidden = self.policy_torso(x)
         value_hidden = hidden if self.value_torso is None else self.value_torso(x)
         return self.logits_head(hidden), self.value_head(value_hidden).squeeze(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """Value estimates (B,) without computing logits when the towers are separate."""
-        x = self._prepare(obs)
+        x = network_input(obs)
         torso = self.policy_torso if self.value_torso is None else self.value_torso
         return self.value_head(torso(x)).squeeze(-1)
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from rlperf.models.conv import NATURE_CNN
-from rlperf.models.policy import ActorCritic, orthogonal_init
+from rlperf.models.policy import ActorCritic, network_input, orthogonal_init
 
 EMBEDDING = 512
 """Output size of target and predictor on images (the paper's 512)."""
@@ -102,10 +102,9 @@ class RNDPolicy(ActorCritic):
         value_torso: nn.Module | None,
         features: int,
         num_actions: int,
-        input_scale: float | None,
         rnd_input_shape: tuple[int, ...],
     ) -> None:
-        super().__init__(policy_torso, value_torso, features, num_actions, input_scale)
+        super().__init__(policy_torso, value_torso, features, num_actions)
         self.int_value_head = nn.Linear(features, 1)
         orthogonal_init(self.int_value_head, 1.0)
         self.rnd = RNDNetworks(rnd_input_shape)
@@ -120,13 +119,12 @@ class RNDPolicy(ActorCritic):
             policy.value_torso,
             head.in_features,
             head.out_features,
-            policy.input_scale,
             rnd_input_shape,
         )
 
     def values(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(extrinsic, intrinsic) value estimates, each (B,), float32."""
-        x = self._prepare(obs)
+        x = network_input(obs)
         torso = self.policy_torso if self.value_torso is None else self.value_torso
         hidden = torso(x)
         return (
@@ -139,7 +137,7 @@ class RNDPolicy(ActorCritic):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(logprobs of ``actions``, entropies, extrinsic values, intrinsic values), with
         gradients, for the loss."""
-        x = self._prepare(obs)
+        x = network_input(obs)
         hidden = self.policy_torso(x)
         value_hidden = hidden if self.value_torso is None else self.value_torso(x)
         logp_all = self.logits_head(hidden).float().log_softmax(-1)
