@@ -11,14 +11,15 @@ from rlperf.runners.inproc import InProcRunner
 from rlperf.telemetry.timers import PhaseTimer
 
 
-def _setup(actor_device: str = "cpu"):
+def _setup(actor_device: str = "cpu", act_threads: int | None = None):
     torch.manual_seed(0)
     envs = make_vector_env(EnvConfig(id="CartPole-v1", num_envs=3), dim=84, seed=0)
     policy = build_model(ModelConfig(name="mlp"), (4,), 2)
     algo = PPO(PPOConfig(num_steps=50, num_minibatches=2, update_epochs=1), policy, seed=0)
     # "cpu:0" is a distinct torch.device from "cpu": it exercises the separate acting copy
     # that a GPU learner with CPU actors uses, on a machine without a GPU.
-    runner = InProcRunner(RunnerConfig(actor_device=actor_device), envs, algo, seed=0)
+    cfg = RunnerConfig(actor_device=actor_device, act_threads=act_threads)
+    runner = InProcRunner(cfg, envs, algo, seed=0)
     return runner, algo
 
 
@@ -48,3 +49,24 @@ def test_separate_actor_copy_follows_the_learner_only_after_sync():
     runner.sync_weights()
     assert all(torch.equal(a, b) for a, b in pairs)
     runner.close()
+
+
+def test_act_threads_apply_while_acting_and_the_learner_keeps_its_own():
+    runner, _ = _setup(act_threads=1)
+    seen: list[int] = []
+    act = runner.actor.act
+
+    def recording_act(obs):
+        seen.append(torch.get_num_threads())
+        return act(obs)
+
+    runner.actor.act = recording_act  # type: ignore[method-assign]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runner.collect(PhaseTimer())
+        assert seen == [1] * 50
+        assert torch.get_num_threads() == 2  # restored for the update
+    finally:
+        torch.set_num_threads(before)
+        runner.close()

@@ -57,6 +57,7 @@ def validate(cfg: RunConfig) -> None:
         ("runner.num_workers", runner.num_workers),
         ("runner.torch_threads", runner.torch_threads),
         ("runner.actor_threads", runner.actor_threads),
+        ("runner.act_threads", runner.act_threads),
         ("runner.num_learners", runner.num_learners),
         ("runner.slots_per_actor", runner.slots_per_actor),
         ("runner.play_chunk_steps", runner.play_chunk_steps),

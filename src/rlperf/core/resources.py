@@ -50,6 +50,24 @@ def apply_cpu_resources(affinity: list[int] | None, torch_threads: int | None) -
         torch.set_num_threads(torch_threads)
 
 
+@contextlib.contextmanager
+def intra_op_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op threads set to ``threads`` inside the block, restored after it.
+
+    ``None`` (or the current count) changes nothing. With torch's OpenMP pool the switch
+    costs microseconds, so it can wrap every rollout.
+    """
+    before = torch.get_num_threads()
+    if threads is None or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def die_with_parent() -> None:
     """Linux: have the kernel kill this process when its parent dies (PR_SET_PDEATHSIG).
 

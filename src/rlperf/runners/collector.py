@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from rlperf.core.errors import WorkerError
+from rlperf.core.resources import intra_op_threads
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VecStep, VectorEnv
@@ -53,12 +54,17 @@ class RolloutCollector:
         *,
         pin_memory: bool = False,
         on_worker_error: WorkerErrorHandler | None = None,
+        threads: int | None = None,
     ) -> None:
         self.envs = envs
         self.policy = policy
         self.device = device
         self.precision = precision
         self.on_worker_error = on_worker_error
+        # torch intra-op threads while acting (None: the process's setting). A batch of a few
+        # frames gains little from a second thread, whose OpenMP spin after every forward
+        # would take the core a C++ engine's threads step on.
+        self.threads = threads
         obs = torch.from_numpy(first_obs)
         self.next_obs_N = torch.empty(
             obs.shape, dtype=obs.dtype, device=device, pin_memory=pin_memory
@@ -71,6 +77,13 @@ class RolloutCollector:
         ``buf.next_obs_N`` may be this collector's own ``next_obs_N`` (no copy) or a separate
         buffer that receives a copy of it.
         """
+        with intra_op_threads(self.threads):
+            episodes = self._collect(buf, timer)
+        if buf.next_obs_N is not self.next_obs_N:
+            buf.next_obs_N.copy_(self.next_obs_N)
+        return episodes
+
+    def _collect(self, buf: Rollout, timer: PhaseTimer) -> list[EpisodeEnd]:
         episodes: list[EpisodeEnd] = []
         buf.truncation_values_TN.zero_()
         for t in range(buf.num_steps):
@@ -91,8 +104,6 @@ class RolloutCollector:
                     continue
             self._record_step(buf, t, result)
             episodes += result.episodes
-        if buf.next_obs_N is not self.next_obs_N:
-            buf.next_obs_N.copy_(self.next_obs_N)
         return episodes
 
     def _record_step(self, buf: Rollout, t: int, result: VecStep) -> None:

@@ -85,6 +85,7 @@ class InProcRunner:
             envs.reset(seed),
             pin_memory=pin,
             on_worker_error=self._recover,
+            threads=cfg.act_threads,
         )
         self.rollout = Rollout(
             obs_TN=alloc((T, N, *space.shape), obs_dtype),
