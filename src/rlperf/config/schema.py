@@ -332,7 +332,7 @@ class RunnerConfig:
     torch_threads: int | None = None
     """torch intra-op threads of the learner process; unset = torch's default (all cores), or with the decoupled runner the cores its actors leave (at least 1)."""
     act_threads: int | None = None
-    """torch intra-op threads while the learner's process acts (inproc and subprocess runners); unset = torch_threads. 1 leaves the other cores to a C++ engine's threads (ale-vector, envpool) while it steps."""
+    """torch intra-op threads while the learner's process acts (inproc and subprocess runners); unset = torch_threads. 1 keeps the acting forward off the cores a C++ engine's threads step on; on 2 vCPUs it did not pay (0.92x-1.10x on Pong, docs/benchmarks.md)."""
     cpu_affinity: list[int] | None = None
     """Pin the process to these CPU ids (os.sched_setaffinity), e.g. 0,1 or 0-3; unset = no pinning."""
     actor_threads: int = 1

@@ -62,8 +62,8 @@ class RolloutCollector:
         self.precision = precision
         self.on_worker_error = on_worker_error
         # torch intra-op threads while acting (None: the process's setting). A batch of a few
-        # frames gains little from a second thread, whose OpenMP spin after every forward
-        # would take the core a C++ engine's threads step on.
+        # frames gains little from more threads, and their OpenMP spin after every forward
+        # can take cores that a C++ engine's threads step on.
         self.threads = threads
         obs = torch.from_numpy(first_obs)
         self.next_obs_N = torch.empty(
