@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 
 # Tests never show a live display and never inherit a thread setting from the caller.
 os.environ.setdefault("CI", "1")
+# precision=auto caches its timings; tests keep theirs out of the user's home.
+os.environ.setdefault("RLPERF_CACHE_DIR", tempfile.mkdtemp(prefix="rlperf-test-cache-"))
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

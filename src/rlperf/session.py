@@ -20,6 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import save_file
 
@@ -28,6 +29,8 @@ from rlperf.config.load import dump_config
 from rlperf.config.schema import RunConfig
 from rlperf.config.validate import validate
 from rlperf.core import distributed
+from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
+from rlperf.core.autoprecision import PrecisionChoice, choose_precision
 from rlperf.core.checkpoint import (
     atomic_write_text,
     checkpoint_name,
@@ -146,6 +149,8 @@ class TrainingSession:
         self.resume_state = load_checkpoint(resume_from) if resume_from is not None else None
         self.exit_code = 0
         """0 when a stop criterion ended the run; 128 + signal number when a signal did."""
+        self.precision_choice: PrecisionChoice | None = None
+        """What runner.precision=auto chose and measured (None: precision was given)."""
         if rank is None and self.resume_state is None and (run_dir / "metrics.jsonl").exists():
             raise ConfigError(
                 f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
@@ -164,6 +169,8 @@ class TrainingSession:
         spaces = registry.env_spaces(local, dim, self.envs)
         obs_shape = tuple(spaces.observation.shape or ())
         policy = build_model(cfg.model, obs_shape, int(spaces.action.n))
+        if cfg.runner.precision == AUTO_PRECISION:
+            self.precision_choice = self._choose_precision(policy, spaces.observation)
         if self.rank:  # the same initial weights everywhere, then each rank its own samples
             seed_everything(local.seed)
         self.algo = registry.make_algorithm(local, policy)
@@ -184,6 +191,37 @@ class TrainingSession:
         self.target_reached: dict[str, Any] | None = None
         if self.resume_state is not None:
             self._restore(self.resume_state)
+
+    def _choose_precision(self, policy: torch.nn.Module, space: Any) -> PrecisionChoice:
+        """Resolve runner.precision=auto by timing the learner step here (or from the cache).
+
+        The resolved values replace ``auto`` in the config, so config.yaml and a resume use
+        what was chosen; the figures go into the manifest."""
+        cfg = self.cfg
+        shape = (registry.learner_batch_size(cfg), *space.shape)
+        # A private generator: the timing must not move the run's seeded random streams.
+        gen = torch.Generator().manual_seed(0)
+        if np.dtype(space.dtype) == np.uint8:
+            obs = torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)
+        else:
+            obs = torch.randn(shape, generator=gen)
+        cpu = system.cpu_info()
+        machine = {"cpu": cpu["model"], "isa": cpu["isa"], "cores": cpu["available_cores"]}
+        choice = choose_precision(policy, obs, torch.device(cfg.runner.learner_device), machine)
+        cfg.runner.precision = choice.precision
+        layout_timed = any(label.endswith("-cl") for label in choice.samples_per_s)
+        if layout_timed:  # only a network with convolutions has a layout to choose
+            cfg.runner.channels_last = choice.channels_last
+        if self.is_main:
+            figures = ", ".join(f"{k} {v:,.0f}" for k, v in choice.samples_per_s.items())
+            layout = (" channels-last" if choice.channels_last else " NCHW") if layout_timed else ""
+            print(
+                f"rlperf: precision=auto chose {choice.precision}{layout} "
+                f"(learner samples/s {figures}; {choice.source})",
+                file=sys.stderr,
+                flush=True,
+            )
+        return choice
 
     def _restore(self, state: dict[str, Any]) -> None:
         try:
@@ -243,12 +281,17 @@ class TrainingSession:
         )
 
     def _reward_metric(self) -> float | None:
-        if self.cfg.stop.target_reward_metric == "ema":
+        metric = self.cfg.stop.target_reward_metric
+        if metric == "ema":
             return self.stats.ema
         # mean100 needs a full window: a lucky first episode must not end the run.
         if len(self.stats.returns) < self.stats.returns.maxlen:  # type: ignore[operator]
             return None
-        return sum(self.stats.returns) / len(self.stats.returns)
+        mean = sum(self.stats.returns) / len(self.stats.returns)
+        if metric == "mean100":
+            return mean
+        # mean100+ema: both must reach the target, i.e. the lower of the two.
+        return None if self.stats.ema is None else min(mean, self.stats.ema)
 
     def _stop_reason(self) -> str | None:
         stop = self.cfg.stop
@@ -352,6 +395,9 @@ class TrainingSession:
                 "num_learners": self.cfg.runner.num_learners,
                 "precision": self.cfg.runner.precision,
                 "channels_last": self.cfg.runner.channels_last,
+                "precision_auto": (
+                    self.precision_choice.to_dict() if self.precision_choice else None
+                ),
                 "retain_freed_memory": self.retained_memory,
                 "gpu_phase_sync": self._phase_sync() is not None,
             },

@@ -64,7 +64,7 @@ class ModelConfig:
     """The policy network."""
 
     name: str = "auto"
-    """Built-in model: nature, thesis-1 ... thesis-6 (or 1..6), mlp, football-mlp, football-lstm (see `rlperf models`); auto = nature for Atari games, football-mlp for the football games, mlp for other feature observations."""
+    """Built-in model: nature, nips, thesis-1 ... thesis-6 (or 1..6), mlp, football-mlp, football-lstm (see `rlperf models`); auto = nature for Atari games, football-mlp for the football games, mlp for other feature observations."""
     vf_share_layers: bool | None = None
     """Share the torso between policy and value heads; unset = the model's default (thesis models: separate towers)."""
     hidden_sizes: list[int] | None = None
@@ -342,9 +342,9 @@ class RunnerConfig:
     slots_per_actor: int = 2
     """Rollout slots in shared memory per actor (decoupled runner): 2 = double buffering; more lets actors run further ahead (more lag)."""
     precision: str = "fp32"
-    """Learner compute precision: fp32, or bf16 (autocast; fast on CPUs with AMX and on recent GPUs)."""
+    """Learner compute precision: fp32, bf16 (autocast; fast on CPUs with AMX and on recent GPUs, slower on some CPUs with only AVX512-BF16) or auto (a few seconds of the real learner step timed in every precision and layout on this machine, the fastest chosen, cached per machine and model, figures in the manifest)."""
     channels_last: bool = True
-    """Keep conv weights and activations in channels-last layout (same results, faster oneDNN kernels)."""
+    """Keep conv weights and activations in channels-last layout (same results, usually faster oneDNN kernels); with precision=auto the timing chooses it too."""
     compile: bool = False
     """torch.compile the network where it learns and acts (inproc and subprocess runners; seconds to minutes of compiling first). Off: 0.98x end to end on Pong with a bf16 CPU learner (docs/benchmarks.md)."""
     retain_freed_memory: bool = True
@@ -386,7 +386,7 @@ class StopConfig:
     target_reward: float | None = None
     """Stop once the reward criterion below reaches this value."""
     target_reward_metric: str = "mean100"
-    """Reward criterion: mean100 (mean of the last 100 true episodes) or ema (003's moving average, alpha 0.98)."""
+    """Reward criterion: mean100 (mean of the last 100 true episodes), ema (003's moving average, alpha 0.98) or mean100+ema (both reach the target)."""
 
 
 @dataclass

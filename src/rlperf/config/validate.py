@@ -11,12 +11,13 @@ import os
 import re
 
 from rlperf.config.schema import RunConfig
+from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
 from rlperf.core.errors import ConfigError
 from rlperf.core.nan_guard import NAN_POLICIES
 from rlperf.core.optim import PRECISIONS
 from rlperf.envs.wrappers import FAULT_SITES
 
-REWARD_METRICS = ("mean100", "ema")
+REWARD_METRICS = ("mean100", "ema", "mean100+ema")
 DQN_LOSSES = ("mse", "huber")
 RESIZE_INTERPOLATIONS = ("area", "linear", "nearest")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
@@ -125,9 +126,14 @@ def validate(cfg: RunConfig) -> None:
             f"a minibatch must hold 2 to {batch} samples (num_envs x num_steps), got {minibatch} "
             "from ppo.num_minibatches / ppo.minibatch_size"
         )
-    if runner.precision not in PRECISIONS:
+    if runner.precision not in (*PRECISIONS, AUTO_PRECISION):
         raise ConfigError(
-            f"runner.precision must be one of {', '.join(PRECISIONS)}, got {runner.precision!r}"
+            f"runner.precision must be one of {', '.join(PRECISIONS)} or {AUTO_PRECISION}, got {runner.precision!r}"
+        )
+    if runner.precision == AUTO_PRECISION and runner.num_learners > 1:
+        raise ConfigError(
+            "runner.precision=auto times one learner; with runner.num_learners > 1 set fp32 or bf16 "
+            "(rlperf doctor shows both figures)"
         )
     for key, dev in [
         ("runner.learner_device", runner.learner_device),

@@ -9,7 +9,7 @@ from torch import nn
 
 from rlperf.config.schema import ModelConfig
 from rlperf.core.errors import ConfigError
-from rlperf.models.conv import ConvTorso, NatureTorso
+from rlperf.models.conv import NIPS_CNN, ConvTorso, NatureTorso
 from rlperf.models.policy import ActorCritic
 
 
@@ -23,8 +23,10 @@ class ModelSpec:
     input_dim: int | None = None
     """Image side the model is designed for (None: any)."""
     conv_filters: tuple = ()
+    """conv: RLlib conv_filters; nature: its 'valid' convs (empty = Nature-CNN's)."""
     vf_share_layers: bool = False
     hidden_sizes: tuple[int, ...] = ()
+    """mlp: hidden layers; nature: the dense layer after the convs (with conv_filters)."""
     lstm_size: int = 0
     """mlp: an LSTM of this many units after the hidden layers (0 = none); such a model acts
     step by step with a state, which only the hogwild runner does."""
@@ -44,6 +46,16 @@ _THESIS = {
 MODELS: dict[str, ModelSpec] = {
     "nature": ModelSpec(
         "nature", "Nature-CNN (32-64-64 convs, 512 fc), shared torso", 84, vf_share_layers=True
+    ),
+    # A third of Nature-CNN's multiply-adds and 2.6x its learner throughput on a 2-core CPU
+    # (docs/benchmarks.md, "Time to solve"): the compute lever of the atari-fast preset.
+    "nips": ModelSpec(
+        "nature",
+        "NIPS-DQN CNN (16-32 convs, 256 fc; Mnih et al. 2013), shared torso",
+        84,
+        conv_filters=tuple(map(tuple, NIPS_CNN)),
+        vf_share_layers=True,
+        hidden_sizes=(256,),
     ),
     **{
         f"thesis-{n}": ModelSpec(
@@ -132,7 +144,12 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
 
         def torso() -> tuple[nn.Module, int]:
             if spec.kind == "nature":
-                t: nn.Module = NatureTorso(channels, (h, w), input_scale=1.0 / 255.0)
+                sizes = (
+                    {"convs": spec.conv_filters, "hidden": spec.hidden_sizes[0]}
+                    if spec.conv_filters
+                    else {}
+                )
+                t: nn.Module = NatureTorso(channels, (h, w), input_scale=1.0 / 255.0, **sizes)
             else:
                 t = ConvTorso(channels, (h, w), spec.conv_filters, input_scale=1.0 / 255.0)
             return t, t.out_features  # type: ignore[return-value]

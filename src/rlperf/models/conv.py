@@ -126,12 +126,16 @@ class ConvTorso(nn.Module):
 
 
 NATURE_CNN: list = [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]]
+NIPS_CNN: list = [[16, [8, 8], 4], [32, [4, 4], 2]]
+"""The torso of the first DQN paper (Mnih et al. 2013, NIPS workshop), with a 256-unit layer."""
 
 
 class NatureTorso(nn.Module):
     """The DQN Nature paper's torso (Mnih et al. 2015): 3 'valid' convs, then a 512-unit layer.
 
-    ``input_scale`` (1/255 for frames) is folded into the first conv (:class:`InputScaledConv2d`).
+    ``convs`` and ``hidden`` give the same shape of network other sizes (``NIPS_CNN`` with
+    256 units is the 2013 paper's). ``input_scale`` (1/255 for frames) is folded into the
+    first conv (:class:`InputScaledConv2d`).
     """
 
     def __init__(
@@ -140,15 +144,16 @@ class NatureTorso(nn.Module):
         in_hw: tuple[int, int],
         hidden: int = 512,
         input_scale: float | None = None,
+        convs: ConvSpec = NATURE_CNN,
     ) -> None:
         super().__init__()
-        convs: list[nn.Module] = []
+        layers: list[nn.Module] = []
         channels, (h, w) = in_channels, in_hw
-        for i, (out_ch, (k, _), stride) in enumerate(NATURE_CNN):
-            convs += [_conv(i, input_scale, channels, out_ch, k, stride), nn.ReLU()]
+        for i, (out_ch, (k, _), stride) in enumerate(convs):
+            layers += [_conv(i, input_scale, channels, out_ch, k, stride), nn.ReLU()]
             channels, h, w = out_ch, (h - k) // stride + 1, (w - k) // stride + 1
         self.net = nn.Sequential(
-            *convs, nn.Flatten(), nn.Linear(channels * h * w, hidden), nn.ReLU()
+            *layers, nn.Flatten(), nn.Linear(channels * h * w, hidden), nn.ReLU()
         )
         self.out_features = hidden
 

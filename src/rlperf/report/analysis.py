@@ -123,7 +123,8 @@ class TimeToTarget:
     label: str
     target: float
     metric: str
-    """``mean100`` (mean of the last 100 true games) or ``ema`` (003's moving average)."""
+    """``mean100`` (mean of the last 100 true games), ``ema`` (003's moving average) or
+    ``mean100+ema`` (the lower of the two)."""
     env_steps: int | None
     wall_s: float | None
     best: float | None
@@ -134,8 +135,13 @@ class TimeToTarget:
         return None if self.env_steps is None else self.env_steps * self.frames_per_step
 
 
-REWARD_RECORD_KEYS = {"mean100": "episode_reward_mean", "ema": "episode_reward_ema"}
-"""stop.target_reward_metric -> the record field the session compares with the target."""
+REWARD_RECORD_KEYS = {
+    "mean100": ("episode_reward_mean",),
+    "ema": ("episode_reward_ema",),
+    "mean100+ema": ("episode_reward_mean", "episode_reward_ema"),
+}
+"""stop.target_reward_metric -> the record fields the session compares with the target (all
+must reach it, so their minimum is the metric)."""
 
 
 def time_to_target(runs: list[RunData], target: float | None) -> list[TimeToTarget]:
@@ -148,12 +154,13 @@ def time_to_target(runs: list[RunData], target: float | None) -> list[TimeToTarg
         if goal is None:
             continue
         metric = str(run.get("stop.target_reward_metric", "mean100"))
-        key = REWARD_RECORD_KEYS.get(metric, "episode_reward_mean")
+        keys = REWARD_RECORD_KEYS.get(metric, ("episode_reward_mean",))
         hit = None
         best = None
         for r in run.records:
-            value = r.get(key)
-            if isinstance(value, int | float):
+            values = [r.get(key) for key in keys]
+            if all(isinstance(v, int | float) for v in values):
+                value = min(values)  # type: ignore[type-var]
                 best = value if best is None else max(best, value)
                 if hit is None and value >= goal:
                     hit = r
