@@ -24,7 +24,7 @@ from rlperf.config.load import (
     set_key,
     type_name,
 )
-from rlperf.config.schema import RunConfig
+from rlperf.config.schema import ModelConfig, RunConfig
 from rlperf.core.errors import ConfigError, UserInputError
 
 EXIT_USAGE = 2
@@ -309,7 +309,6 @@ def cmd_models(argv: Sequence[str]) -> int:
         raise ConfigError("--actions and --frames must be integers") from None
     if actions < 1 or frames < 1:
         raise ConfigError("--actions and --frames must be positive")
-    from rlperf.config.schema import ModelConfig
     from rlperf.models.catalog import MODELS, build_model, count_parameters
 
     print(f"{'model':<10} {'input':<16} {'parameters':>12}  description")
@@ -329,13 +328,37 @@ def cmd_models(argv: Sequence[str]) -> int:
     return 0
 
 
+def _measure_default_precision() -> dict:
+    """What runner.precision=auto picks for the default Atari learner (Nature-CNN, minibatch
+    256) on this machine: a few seconds of timing, or the cached figures."""
+    import torch
+
+    from rlperf.core.autoprecision import choose_precision
+    from rlperf.models.catalog import build_model
+    from rlperf.telemetry.system import cpu_info
+
+    cpu = cpu_info()
+    machine = {"cpu": cpu["model"], "isa": cpu["isa"], "cores": cpu["available_cores"]}
+    net = build_model(ModelConfig(name="nature"), (4, 84, 84), 6)
+    obs = torch.randint(0, 256, (256, 4, 84, 84), dtype=torch.uint8)
+    choice = choose_precision(net, obs, torch.device("cpu"), machine)
+    return {**choice.to_dict(), "model": "Nature-CNN on CPU"}
+
+
 def cmd_doctor(argv: Sequence[str]) -> int:
-    _Parser(
+    parser = _Parser(
         prog="rlperf doctor", description="Machine facts and the recommended placement."
-    ).parse_args(list(argv))
+    )
+    parser.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="skip timing the learner in fp32 and bf16 (about 12 s; cached per machine)",
+    )
+    args = parser.parse_args(list(argv))
     from rlperf.telemetry.doctor import doctor_report, format_doctor
 
-    print(format_doctor(doctor_report()))
+    precision = None if args.no_measure else _measure_default_precision()
+    print(format_doctor(doctor_report(precision)))
     return 0
 
 

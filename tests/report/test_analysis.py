@@ -136,7 +136,7 @@ def test_diagnosis_names_the_bound_and_the_remedy() -> None:
     assert text.startswith("learner-bound: learn is 83% of the iteration")
     assert "1,280 samples/s" in text and "10,240 steps/s" in text
     assert "a GPU learner (runner.learner_device=cuda)" in text
-    assert "bf16 (runner.precision=bf16)" in text  # the fake CPU has AMX-BF16
+    assert "bf16 where it measures faster (runner.precision=auto)" in text  # fake AMX-BF16
     actor = summarise(
         fake_run(
             "a", sps=[1, 2, 3], phases={**PHASES, "sample": 900.0, "learn": 100.0}, runner="inproc"

@@ -125,3 +125,33 @@ def test_minibatch_size_overrides_count():
     algo = PPO(PPOConfig(num_minibatches=None, minibatch_size=10), policy, seed=0)
     assert algo.minibatch_size(32) == 10
     assert PPO(PPOConfig(num_minibatches=4), policy, seed=0).minibatch_size(32) == 8
+
+
+@pytest.mark.parametrize(
+    ("kl_target", "factor"), [(1e-9, 1 / 1.5), (1e3, 1.5)], ids=["too-bold", "too-timid"]
+)
+def test_adaptive_learning_rate_follows_the_kl_and_is_checkpointed(kl_target, factor):
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    cfg = PPOConfig(num_steps=8, num_minibatches=2, anneal_lr=False, lr_kl_target=kl_target)
+    algo = PPO(cfg, policy, seed=0)
+    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"))
+    progress = Progress(iteration=0, env_steps=32, fraction_left=0.5)
+    first = algo.update(_rollout(), step, progress)
+    assert first["losses/learning_rate"] == pytest.approx(cfg.learning_rate)
+    second = algo.update(_rollout(), step, progress)
+    assert second["losses/learning_rate"] == pytest.approx(cfg.learning_rate * factor)
+    assert step.optimizer.param_groups[0]["lr"] == pytest.approx(cfg.learning_rate * factor)
+
+    resumed = PPO(cfg, build_model(ModelConfig(name="mlp"), (4,), 2), seed=0)
+    resumed.load_state_dict(algo.state_dict())
+    assert resumed.base_lr == pytest.approx(cfg.learning_rate * factor**2)
+
+
+def test_adaptive_learning_rate_stays_within_its_bounds():
+    from rlperf.algos.ppo import adapt_learning_rate
+
+    cfg = PPOConfig(lr_kl_target=0.01, lr_min=1e-5, lr_max=1e-3)
+    assert adapt_learning_rate(9e-4, 0.0, cfg) == 1e-3
+    assert adapt_learning_rate(1.2e-5, 1.0, cfg) == 1e-5
+    assert adapt_learning_rate(5e-4, 0.01, cfg) == 5e-4  # inside the band: unchanged

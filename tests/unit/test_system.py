@@ -114,9 +114,25 @@ def test_recommend_without_gpu() -> None:
 
 
 @pytest.mark.parametrize("flag", ["amx_bf16", "avx512_bf16"])
-def test_recommend_bf16_on_cpu(flag: str) -> None:
+def test_bf16_flags_lead_to_a_measurement_not_to_bf16(flag: str) -> None:
     recs = recommend_placement(make_cpu(**{flag: True}), [], threads={})
-    assert any("runner.precision=bf16" in rec for rec in recs)
+    assert any("runner.precision=auto" in rec for rec in recs)
+    assert not any("runner.precision=bf16" in rec for rec in recs)
+
+
+def test_a_measured_precision_is_the_advice_with_its_figures() -> None:
+    measured = {
+        "precision": "fp32",
+        "channels_last": True,
+        "samples_per_s": {"fp32": 2000.0, "fp32-cl": 3457.6, "bf16": 1800.0, "bf16-cl": 2396.6},
+        "batch_size": 256,
+        "source": "measured",
+        "model": "Nature-CNN on CPU",
+    }
+    recs = recommend_placement(make_cpu(avx512_bf16=True), [], threads={}, precision=measured)
+    (advice,) = [r for r in recs if "runner.precision" in r]
+    assert advice.startswith("runner.precision=fp32 for the learner: measured here")
+    assert "fp32-cl 3,458" in advice and "bf16-cl 2,397" in advice and "minibatch 256" in advice
 
 
 def test_recommend_with_gpu() -> None:

@@ -76,6 +76,20 @@ def ppo_loss(
     return loss, parts
 
 
+def adapt_learning_rate(lr: float, mean_kl: float, cfg: PPOConfig) -> float:
+    """rl_games' adaptive schedule: keep the policy's change per iteration near
+    ``cfg.lr_kl_target`` by scaling the learning rate by 1.5 either way.
+
+    A fixed learning rate is tuned for one stage of one game; the KL a step causes is what
+    it is meant to control, and it says directly when the rate is too timid or too bold."""
+    assert cfg.lr_kl_target is not None
+    if mean_kl > 2.0 * cfg.lr_kl_target:
+        lr /= 1.5
+    elif mean_kl < 0.5 * cfg.lr_kl_target:
+        lr *= 1.5
+    return min(max(lr, cfg.lr_min), cfg.lr_max)
+
+
 @dataclass
 class SurrogateBatch:
     """Flat (B,) tensors the clipped-surrogate epochs learn from (obs: (B, *obs_shape))."""
@@ -148,6 +162,8 @@ class PPO:
         self.cfg = cfg
         self.policy = policy
         self.kl_coeff = cfg.kl_coeff
+        self.base_lr = cfg.learning_rate
+        """The learning rate before annealing: fixed, or adapted to the KL (lr_kl_target)."""
         self.data_spec = DataSpec(kind="rollout", horizon=cfg.num_steps)
         # A private generator for minibatch shuffling: its state is checkpointed, so a
         # resumed run draws the same permutations as an uninterrupted one.
@@ -164,7 +180,7 @@ class PPO:
 
     def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         cfg = self.cfg
-        lr = cfg.learning_rate * (progress.fraction_left if cfg.anneal_lr else 1.0)
+        lr = self.base_lr * (progress.fraction_left if cfg.anneal_lr else 1.0)
         step.set_learning_rate(lr)
 
         # ---- advantages: one value forward on the bootstrap observation, then GAE ----
@@ -200,6 +216,8 @@ class PPO:
                 self.kl_coeff *= 1.5
             elif mean_kl < 0.5 * cfg.kl_target:
                 self.kl_coeff *= 0.5
+        if cfg.lr_kl_target is not None:
+            self.base_lr = adapt_learning_rate(self.base_lr, mean_kl, cfg)
         metrics.update(
             {
                 "losses/explained_variance": explained_variance(
@@ -215,10 +233,13 @@ class PPO:
         return {
             "policy": self.policy.state_dict(),
             "kl_coeff": self.kl_coeff,
+            "base_lr": self.base_lr,
             "generator": self.generator.get_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.kl_coeff = float(state["kl_coeff"])
+        # Checkpoints from before the adaptive learning rate hold none: the configured one.
+        self.base_lr = float(state.get("base_lr", self.cfg.learning_rate))
         self.generator.set_state(state["generator"])

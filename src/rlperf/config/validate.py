@@ -55,6 +55,9 @@ def validate(cfg: RunConfig) -> None:
         ("ppo.max_grad_norm", ppo.max_grad_norm),
         ("ppo.kl_target", ppo.kl_target),
         ("ppo.target_kl", ppo.target_kl),
+        ("ppo.lr_kl_target", ppo.lr_kl_target),
+        ("ppo.lr_min", ppo.lr_min),
+        ("ppo.lr_max", ppo.lr_max),
         ("runner.num_workers", runner.num_workers),
         ("runner.torch_threads", runner.torch_threads),
         ("runner.actor_threads", runner.actor_threads),
@@ -88,6 +91,8 @@ def validate(cfg: RunConfig) -> None:
     ]:
         if not 0.0 <= value <= 1.0:  # also false for nan
             raise ConfigError(f"{key} must be between 0 and 1, got {value}")
+    if ppo.lr_min > ppo.lr_max:
+        raise ConfigError(f"ppo.lr_min ({ppo.lr_min}) must not exceed ppo.lr_max ({ppo.lr_max})")
     if not 0 <= cfg.seed < 2**32:
         raise ConfigError(f"seed must be between 0 and 2**32 - 1, got {cfg.seed}")
     if cfg.model.hidden_sizes is not None and (

@@ -32,7 +32,8 @@ def _learner_help(s: RunSummary) -> str:
     if s.learner_device == "cpu":
         options.append("a GPU learner (runner.learner_device=cuda)")
     if s.precision == "fp32" and (s.learner_device != "cpu" or _bf16(s)):
-        options.append("bf16 (runner.precision=bf16)")
+        # CPU flags do not say whether bf16 pays: auto times it on the run's network.
+        options.append("bf16 where it measures faster (runner.precision=auto)")
     if not options:
         options.append("fewer epochs or a smaller model")
     return " or ".join(options) + " would help"

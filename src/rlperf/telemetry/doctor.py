@@ -34,16 +34,32 @@ def _gpu_capability(gpu: Mapping[str, Any]) -> tuple[int, int] | None:
         return None
 
 
+def _precision_advice(precision: Mapping[str, Any]) -> str:
+    """The measured learner precision as advice, with every figure behind it."""
+    figures = ", ".join(f"{k} {v:,.0f}" for k, v in precision["samples_per_s"].items())
+    layout = "" if precision["channels_last"] else " runner.channels_last=false"
+    return (
+        f"runner.precision={precision['precision']}{layout} for the learner: measured here "
+        f"({precision.get('model', 'the default model')}, minibatch {precision['batch_size']}, "
+        f"learner samples/s: {figures}; {precision['source']}). runner.precision=auto makes "
+        "this measurement for each run's own network."
+    )
+
+
 def recommend_placement(
     cpu: Mapping[str, Any],
     gpus: list[dict[str, Any]],
     threads: Mapping[str, Any] | None = None,
+    precision: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Plain-language advice on where to put the learner and the actors on this machine.
 
     ``cpu`` is :func:`cpu_info`'s dict, ``gpus`` :func:`gpu_info`'s list, ``threads`` the
     thread settings to check for oversubscription (:func:`thread_env`'s dict, or any mapping
-    of the :data:`THREAD_ENV_VARS`; default the process environment).
+    of the :data:`THREAD_ENV_VARS`; default the process environment). ``precision`` is a
+    measured learner precision (:class:`rlperf.core.autoprecision.PrecisionChoice` as a dict
+    plus ``model``): the precision advice then comes from it rather than from CPU flags,
+    which do not say whether bf16 pays.
     """
     recs: list[str] = []
     cores = int(cpu.get("available_cores") or cpu.get("logical_cores") or 1)
@@ -67,7 +83,9 @@ def recommend_placement(
                 f"{len(usable)} GPUs found; a single learner uses cuda:0, the others stay idle."
             )
         capability = _gpu_capability(gpu)
-        if capability is not None and capability >= (8, 0):
+        if precision is not None:
+            recs.append(_precision_advice(precision))
+        elif capability is not None and capability >= (8, 0):
             recs.append(
                 f"runner.precision=bf16 for the learner: compute capability "
                 f"{gpu['capability']} has bf16 tensor cores."
@@ -78,15 +96,14 @@ def recommend_placement(
             "(no usable CUDA device)."
         )
         isa = cpu.get("isa") or {}
-        if isa.get("amx_bf16"):
+        if precision is not None:
+            recs.append(_precision_advice(precision))
+        elif isa.get("amx_bf16") or isa.get("avx512_bf16"):
+            flag = "AMX-BF16" if isa.get("amx_bf16") else "AVX512-BF16 (no AMX)"
             recs.append(
-                "runner.precision=bf16 for the learner: this CPU has AMX-BF16 tile units, "
-                "typically several times faster than fp32 for the network update."
-            )
-        elif isa.get("avx512_bf16"):
-            recs.append(
-                "runner.precision=bf16 for the learner: this CPU has AVX512-BF16 (a modest "
-                "speed-up over fp32; measure it with and without)."
+                f"runner.precision=auto for the learner: this CPU has {flag}, but whether bf16 "
+                "beats fp32 differs between CPUs with the same flags (2.1x on one AVX512-BF16 "
+                "CPU, 0.75x on another); auto times both on the run's network and picks."
             )
     if idle:
         recs.append(
@@ -126,8 +143,9 @@ def recommend_placement(
 
 
 # ---------------------------------------------------------------------------------- doctor
-def doctor_report() -> dict[str, Any]:
-    """Everything above about this machine, as one JSON-serialisable dict."""
+def doctor_report(precision: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Everything above about this machine, as one JSON-serialisable dict (``precision``: a
+    measured learner precision, see :func:`recommend_placement`)."""
     cpu = cpu_info()
     gpus = gpu_info()
     threads = thread_env()
@@ -143,7 +161,8 @@ def doctor_report() -> dict[str, Any]:
         "gpus": gpus,
         "threads": threads,
         "backends": torch_backends(cpu),
-        "recommendations": recommend_placement(cpu, gpus, threads),
+        "precision": dict(precision) if precision is not None else None,
+        "recommendations": recommend_placement(cpu, gpus, threads, precision),
     }
 
 
