@@ -1,9 +1,9 @@
 """``rlperf study quick``: the README's main job, from nothing to a report in minutes.
 
 1. Training: the shipped ``quick`` sweep: PPO on Pong (ROMs ship with ale-py, nothing to
-   download) under three ways of stepping the games (the worker processes twice: 1 and 2,
-   for a scaling curve), the same wall-clock budget each, every
-   point in its own process.
+   download), one lever at a time from CleanRL's recipe (a bf16 learner, a C++ engine, the
+   atari-fast preset's cheaper learned step), the same wall-clock budget each, every point
+   in its own process, so the report shows which levers pay on this machine.
 2. Inference: the policy of the run that got furthest is exported and quantized, then timed
    on every backend this machine has (points for the others are recorded as skipped), with
    fidelity against torch fp32.
@@ -95,7 +95,7 @@ def run_quick(
     result = build_report(
         [train_dir, infer_dir],
         report_dir,
-        title="rlperf quick study: PPO on Pong, three runners, inference backends",
+        title="rlperf quick study: PPO on Pong, precision, engine and compute per step, inference backends",
         command="rlperf study quick",
     )
     code = 0
@@ -132,8 +132,9 @@ def cmd_study(argv: Sequence[str]) -> int:
         description="A whole study in one command: training runs, an inference benchmark of "
         "the trained policy and the report. Running it again resumes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="quick: PPO on Pong under three runners (60 s of training each, 4 runs), inference on "
-        "every available backend, then reports/quick/index.html (about 5 minutes on 2 idle cores)",
+        epilog="quick: PPO on Pong, one lever at a time (fp32, bf16, a C++ engine, the atari-fast "
+        "preset; 60 s of training each), inference on every available backend, then "
+        "reports/quick/index.html (about 5 minutes on 2 idle cores)",
         allow_abbrev=False,
     )
     p.add_argument("study", choices=STUDIES, help="which study")

@@ -128,6 +128,15 @@ def test_time_to_target_uses_the_runs_own_metric() -> None:
     assert hit.env_steps == run.records[1]["timesteps_total"]
 
 
+def test_time_to_target_with_both_criteria_waits_for_the_lower() -> None:
+    run = fake_run("both", sps=[1, 1, 1], phases=PHASES, rewards=[18.0, 18.0, 18.0])
+    for record, ema in zip(run.records, [5.0, 16.0, 17.5], strict=True):
+        record["episode_reward_ema"] = ema
+    run.config["stop"] = {"target_reward": 17.0, "target_reward_metric": "mean100+ema"}
+    (hit,) = time_to_target([run], None)
+    assert hit.env_steps == run.records[2]["timesteps_total"] and hit.best == 17.5
+
+
 def test_diagnosis_names_the_bound_and_the_remedy() -> None:
     learner = summarise(
         fake_run("l", sps=[1, 2, 3], phases=PHASES, learner_sps=1280.0, actor_sps=10240.0)

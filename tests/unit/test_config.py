@@ -125,6 +125,28 @@ def test_pong_fast_is_the_solved_run_in_one_preset():
     assert cfg.stop.target_reward_metric == "mean100" and cfg.env.repeat_action_probability == 0
 
 
+def test_atari_fast_is_the_documented_recipe():
+    # docs/benchmarks.md, "Time to solve Pong on 2 CPU cores": what the preset changes.
+    cfg, _ = build_train_config(["--preset", "atari-fast", "--env", "ALE/Breakout-v5"])
+    base, _ = build_train_config(["--preset", "cleanrl-atari", "--env", "ALE/Breakout-v5"])
+    changed = {
+        "env.engine": "ale-vector",
+        "env.num_envs": 16,
+        "model.name": "nips",
+        "ppo.num_steps": 64,
+        "ppo.num_minibatches": 16,
+        "ppo.update_epochs": 3,
+        "ppo.anneal_lr": False,
+        "runner.precision": "auto",
+    }
+    for key, value in changed.items():
+        section, name = key.split(".")
+        assert getattr(getattr(cfg, section), name) == value, key
+        setattr(getattr(base, section), name, value)
+    assert cfg == base  # nothing else differs from CleanRL's recipe, and no game is named
+    assert cfg.env.id == "ALE/Breakout-v5" and cfg.stop.target_reward is None
+
+
 def test_extends_merges_presets():
     demo = load_preset("demo-pong")
     assert demo["ppo"]["num_steps"] == 128 and demo["stop"]["wall_time_s"] == 180
