@@ -335,13 +335,11 @@ def _measure_default_precision() -> dict:
 
     from rlperf.core.autoprecision import choose_precision
     from rlperf.models.catalog import build_model
-    from rlperf.telemetry.system import cpu_info
+    from rlperf.telemetry.system import cpu_fingerprint
 
-    cpu = cpu_info()
-    machine = {"cpu": cpu["model"], "isa": cpu["isa"], "cores": cpu["available_cores"]}
     net = build_model(ModelConfig(name="nature"), (4, 84, 84), 6)
     obs = torch.randint(0, 256, (256, 4, 84, 84), dtype=torch.uint8)
-    choice = choose_precision(net, obs, torch.device("cpu"), machine)
+    choice = choose_precision(net, obs, torch.device("cpu"), cpu_fingerprint())
     return {**choice.to_dict(), "model": "Nature-CNN on CPU"}
 
 

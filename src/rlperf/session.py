@@ -205,9 +205,8 @@ class TrainingSession:
             obs = torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)
         else:
             obs = torch.randn(shape, generator=gen)
-        cpu = system.cpu_info()
-        machine = {"cpu": cpu["model"], "isa": cpu["isa"], "cores": cpu["available_cores"]}
-        choice = choose_precision(policy, obs, torch.device(cfg.runner.learner_device), machine)
+        device = torch.device(cfg.runner.learner_device)
+        choice = choose_precision(policy, obs, device, system.cpu_fingerprint())
         cfg.runner.precision = choice.precision
         layout_timed = any(label.endswith("-cl") for label in choice.samples_per_s)
         if layout_timed:  # only a network with convolutions has a layout to choose

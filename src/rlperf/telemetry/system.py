@@ -126,6 +126,12 @@ def cpu_info(cpuinfo_path: str = "/proc/cpuinfo") -> dict[str, Any]:
     }
 
 
+def cpu_fingerprint() -> dict[str, Any]:
+    """What identifies this CPU for cached measurements: model, ISA flags, usable cores."""
+    cpu = cpu_info()
+    return {"cpu": cpu["model"], "isa": cpu["isa"], "cores": cpu["available_cores"]}
+
+
 def cpu_has_bf16(cpu: Mapping[str, Any]) -> bool:
     """Whether the CPU has native bf16 math (AMX-BF16 tiles or AVX512-BF16 dot products)."""
     isa = cpu.get("isa") or {}
