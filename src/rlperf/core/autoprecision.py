@@ -203,33 +203,28 @@ def choose_precision(
     key = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:24]
     hit = _read_cache(path).get(key)
     if isinstance(hit, dict) and isinstance(hit.get("samples_per_s"), dict):
-        chosen = pick(hit["samples_per_s"])
-        return PrecisionChoice(
-            chosen.precision,
-            chosen.channels_last,
+        medians, source, measured = (
             dict(hit["samples_per_s"]),
-            int(obs.shape[0]),
             "cache",
             str(hit.get("measured_utc")),
-            key,
         )
-    variants = variants_for(module)
-    timings: dict[str, list[float]] = {v.label: [] for v in variants}
-    for r in range(rounds):
-        for v in variants if r % 2 == 0 else variants[::-1]:
-            timings[v.label].append(timer(module, obs, device, v, seconds / rounds))
-    medians = {label: round(statistics.median(t), 1) for label, t in timings.items()}
+    else:
+        variants = variants_for(module)
+        timings: dict[str, list[float]] = {v.label: [] for v in variants}
+        for r in range(rounds):
+            for v in variants if r % 2 == 0 else variants[::-1]:
+                timings[v.label].append(timer(module, obs, device, v, seconds / rounds))
+        medians = {label: round(statistics.median(t), 1) for label, t in timings.items()}
+        source, measured = "measured", datetime.now(UTC).isoformat(timespec="seconds")
+        entry = {"fingerprint": facts, "samples_per_s": medians, "measured_utc": measured}
+        _write_cache(path, key, entry)
     chosen = pick(medians)
-    measured = datetime.now(UTC).isoformat(timespec="seconds")
-    _write_cache(
-        path, key, {"fingerprint": facts, "samples_per_s": medians, "measured_utc": measured}
-    )
     return PrecisionChoice(
         chosen.precision,
         chosen.channels_last,
         medians,
         int(obs.shape[0]),
-        "measured",
+        source,
         measured,
         key,
     )
