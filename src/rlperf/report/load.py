@@ -6,6 +6,8 @@ A directory given to ``rlperf report`` can be
 * a sweep directory (``sweep.jsonl``, written by ``rlperf sweep``, ``rlperf tune`` or
   ``rlperf study``): its points in sweep order, and each point's latest status;
 * an inference point (``inference.json``, written by an inference sweep);
+* a time-to-target tune directory (``tune.json`` with ``objective: time-to-target``,
+  written by ``rlperf tune --objective time-to-target``): its trials and their runs;
 * any directory holding those further down (searched three levels deep), and per-game
   timing CSVs written by ``rlperf infer --time-output`` (named ``[MODEL__]BACKEND.csv``).
 """
@@ -157,15 +159,30 @@ class SweepData:
 
 
 @dataclass
+class TuneData:
+    """A time-to-target study: its summary (``tune.json``) and the label of each trial's run."""
+
+    path: Path
+    summary: dict[str, Any]
+    run_labels: dict[int, str] = field(default_factory=dict)
+    """Trial number -> the label of its run in the report's runs."""
+
+    @property
+    def trials(self) -> list[dict[str, Any]]:
+        return list(self.summary.get("trials") or [])
+
+
+@dataclass
 class Collection:
     """Everything found in the directories given to a report."""
 
     runs: list[RunData] = field(default_factory=list)
     inference: list[InferenceData] = field(default_factory=list)
     sweeps: list[SweepData] = field(default_factory=list)
+    tunes: list[TuneData] = field(default_factory=list)
 
     def empty(self) -> bool:
-        return not (self.runs or self.inference or self.sweeps)
+        return not (self.runs or self.inference or self.sweeps or self.tunes)
 
 
 def _load_run(
@@ -267,7 +284,29 @@ def _load_sweep(path: Path, col: Collection) -> None:
             col.inference.append(_load_inference(run_dir, point, name, record))
 
 
+def _load_tune(path: Path, summary: dict[str, Any], col: Collection) -> None:
+    """A time-to-target tune: every trial's run once (a trial resumed after a kill shares
+    its run directory with the trial it resumes; the later one labels it)."""
+    tune = TuneData(path, summary)
+    by_dir: dict[str, int] = {}
+    for trial in tune.trials:
+        if trial.get("run_dir"):
+            by_dir[str(trial["run_dir"])] = int(trial["number"])
+    for run_dir, number in by_dir.items():
+        if (path / run_dir / "metrics.jsonl").is_file():
+            label = f"trial-{number:04d}"
+            col.runs.append(_load_run(path / run_dir, label, "tune"))
+            for trial in tune.trials:
+                if trial.get("run_dir") == run_dir:
+                    tune.run_labels[int(trial["number"])] = label
+    col.tunes.append(tune)
+
+
 def _walk(path: Path, col: Collection, depth: int) -> None:
+    summary = _read_json(path / "tune.json") if (path / "tune.json").is_file() else {}
+    if summary.get("objective") == "time-to-target":
+        _load_tune(path, summary, col)
+        return
     if (path / "sweep.jsonl").is_file():
         _load_sweep(path, col)
         return
@@ -300,9 +339,9 @@ def collect(paths: list[Path]) -> Collection:
             )
         if not path.is_dir():
             raise UserInputError(f"{path} is not a directory; give run or sweep directories")
-        before = (len(col.runs), len(col.inference), len(col.sweeps))
+        before = (len(col.runs), len(col.inference), len(col.sweeps), len(col.tunes))
         _walk(path, col, MAX_DEPTH)
-        if (len(col.runs), len(col.inference), len(col.sweeps)) == before:
+        if (len(col.runs), len(col.inference), len(col.sweeps), len(col.tunes)) == before:
             raise UserInputError(
                 f"{path} holds no run (metrics.jsonl), sweep (sweep.jsonl) or inference result "
                 "(inference.json) within 3 levels"

@@ -30,7 +30,8 @@ def _positive_float(flag: str, text: str | None) -> float | None:
     return value
 
 
-def _count(flag: str, text: str | None, minimum: int) -> int | None:
+def int_flag(flag: str, text: str | None, minimum: int) -> int | None:
+    """``text`` as an integer >= ``minimum`` (None stays None); UserInputError otherwise."""
     if text is None:
         return None
     try:
@@ -74,7 +75,7 @@ def cmd_sweep(argv: Sequence[str]) -> int:
     overrides = _overrides(rest)
     spec = load_spec(args.sweep)
     timeout = _positive_float("--timeout", args.timeout)
-    retries = _count("--retries", args.retries, 0)
+    retries = int_flag("--retries", args.retries, 0)
     if timeout is not None:
         spec.timeout_s = timeout
         for point in spec.points:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlperf.core.checkpoint import atomic_write_text
 from rlperf.core.errors import describe_exit
@@ -54,18 +54,29 @@ class AttemptResult:
 
 
 class SweepSignals:
-    """SIGINT/SIGTERM for a running sweep: remembered, and passed on to the point's process
-    group (which does not share the terminal's, so it would not get a Ctrl-C itself)."""
+    """SIGINT/SIGTERM for a running sweep or tune: remembered, and passed on to the process
+    groups of the points running now (they do not share the terminal's group, so they would
+    not get a Ctrl-C themselves). Installed from the main thread; children may be attached
+    from any thread."""
 
     def __init__(self) -> None:
         self.received: str | None = None
-        self.child: subprocess.Popen[bytes] | None = None
+        self._children: set[subprocess.Popen[bytes]] = set()
         self._previous: dict[int, Any] = {}
+
+    def attach(self, proc: subprocess.Popen[bytes]) -> None:
+        self._children.add(proc)
+        if self.received is not None:  # the signal came while this child was starting
+            signal_group(proc, signal.SIGTERM)
+
+    def detach(self, proc: subprocess.Popen[bytes]) -> None:
+        self._children.discard(proc)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received = signal.Signals(signum).name
-        if self.child is not None and self.child.poll() is None:
-            _signal_group(self.child, signum)
+        for child in list(self._children):
+            if child.poll() is None:
+                signal_group(child, signum)
 
     def __enter__(self) -> SweepSignals:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -77,7 +88,8 @@ class SweepSignals:
             signal.signal(sig, handler)
 
 
-def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Send ``signum`` to ``proc``'s process group (it and the workers it started)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
 
@@ -124,7 +136,9 @@ def display_command(point: PlannedPoint, sweep_dir: Path) -> str:
     return " ".join([*prefix, shlex.join(shown)])
 
 
-def _preexec(affinity: list[int] | None):  # noqa: ANN202 - a callable for Popen
+def child_setup(affinity: list[int] | None):  # noqa: ANN201 - a callable for Popen
+    """Popen's ``preexec_fn``: die with the parent, pinned to ``affinity`` from the start."""
+
     def setup() -> None:
         from rlperf.core.resources import die_with_parent
 
@@ -162,6 +176,63 @@ def _outcome(point: PlannedPoint, run_dir: Path) -> str | None:
     return None
 
 
+class ProcessEnd(NamedTuple):
+    """How a supervised process ended."""
+
+    exit_code: int | None
+    wall_s: float
+    timed_out: bool
+
+
+def run_process(
+    argv: list[str],
+    env: dict[str, str],
+    log_to: Path,
+    timeout_s: float,
+    affinity: list[int] | None,
+    signals: SweepSignals,
+) -> ProcessEnd:
+    """Run ``argv`` in its own process group with ``env`` on top of this process's, output to
+    ``log_to``, pinned to ``affinity``, dying with this process; stopped after ``timeout_s``
+    (SIGTERM, then SIGKILL to the group after ``GRACE_S``). Whatever it leaves behind in its
+    group is killed when it ends."""
+    log_to.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    timed_out = False
+    with log_to.open("wb") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            start_new_session=True,  # its own process group: a timeout kills its workers too
+            preexec_fn=child_setup(affinity),  # noqa: PLW1509 - nothing else runs in between
+        )
+        signals.attach(proc)
+        try:
+            deadline = start + timeout_s
+            while proc.poll() is None:
+                if signals.received is None and time.monotonic() > deadline:
+                    timed_out = True
+                    signal_group(proc, signal.SIGTERM)
+                    try:
+                        proc.wait(GRACE_S)
+                    except subprocess.TimeoutExpired:
+                        signal_group(proc, signal.SIGKILL)
+                        proc.wait()
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(0.2)
+        finally:
+            signals.detach(proc)
+            if proc.poll() is None:  # an exception in this loop: leave nothing running
+                signal_group(proc, signal.SIGKILL)
+                proc.wait()
+            signal_group(proc, signal.SIGKILL)  # workers the process left behind, if any
+    return ProcessEnd(proc.returncode, time.monotonic() - start, timed_out)
+
+
 def run_attempt(
     point: PlannedPoint,
     sweep_dir: Path,
@@ -175,43 +246,10 @@ def run_attempt(
     config_path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(config_path, point.config_text())
     (sweep_dir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
-    log_to.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **point.env, "CI": os.environ.get("CI", "1")}
-    start = time.monotonic()
-    timed_out = False
-    with log_to.open("wb") as log:
-        proc = subprocess.Popen(
-            config,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,  # its own process group: a timeout kills its workers too
-            preexec_fn=_preexec(point.affinity),  # noqa: PLW1509 - the sweep is single-threaded
-        )
-        signals.child = proc
-        try:
-            deadline = start + point.timeout_s
-            while proc.poll() is None:
-                if signals.received is None and time.monotonic() > deadline:
-                    timed_out = True
-                    _signal_group(proc, signal.SIGTERM)
-                    try:
-                        proc.wait(GRACE_S)
-                    except subprocess.TimeoutExpired:
-                        _signal_group(proc, signal.SIGKILL)
-                        proc.wait()
-                    break
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(0.2)
-        finally:
-            signals.child = None
-            if proc.poll() is None:  # an exception in this loop: leave nothing running
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
-            _signal_group(proc, signal.SIGKILL)  # workers the point left behind, if any
-    wall = time.monotonic() - start
-    code = proc.returncode
+    env = {**point.env, "CI": os.environ.get("CI", "1")}
+    code, wall, timed_out = run_process(
+        config, env, log_to, point.timeout_s, point.affinity, signals
+    )
     run_dir = run_dir_of(sweep_dir, point)
     if signals.received is not None:
         return AttemptResult(False, code, wall, f"sweep stopped by {signals.received}", True)

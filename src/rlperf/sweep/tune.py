@@ -263,17 +263,39 @@ def format_ranking(summary: dict[str, Any], show: int = 5) -> str:
 def tune_parser() -> _Parser:
     return _Parser(
         prog="rlperf tune",
-        description="Search runner, engine, envs/workers, threads and precision for the fastest training "
-        "of an algorithm on a game on this machine (a few short runs).",
+        description="Search this machine's fastest way to train an algorithm on a game. "
+        "--objective sps (default): runner, engine, envs/workers, threads and precision for the "
+        "most env steps per second (a few short runs). --objective time-to-target: an Optuna "
+        "study of system knobs and compute-relevant hyperparameters for the least wall clock "
+        "to --target, pruned at wall-clock rungs, resumable (DIR/study.db).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="KEY=VALUE overrides set the base config (e.g. model.name=thesis-1).\n"
-        "Output: DIR/tune.json (ranking, best command), DIR/sweep.jsonl, DIR/runs/<point>/",
+        "Output (sps): DIR/tune.json (ranking, best command), DIR/sweep.jsonl, DIR/runs/<point>/\n"
+        "Output (time-to-target): DIR/tune.json, DIR/best.yaml (a preset), DIR/study.db,\n"
+        "  DIR/trials/trial-N/; live view: optuna-dashboard sqlite:///DIR/study.db;\n"
+        "  figures: rlperf report DIR -o reports/tune",
         allow_abbrev=False,
     )
 
 
+def parse_duration(flag: str, text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``30m`` or ``2h``; UserInputError otherwise."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise UserInputError(
+            f"{flag} must be a duration such as 90, 90s, 30m or 2h, got {text!r}"
+        ) from None
+    if not seconds > 0:
+        raise UserInputError(f"{flag} must be positive, got {text!r}")
+    return seconds
+
+
 def cmd_tune(argv: Sequence[str]) -> int:
     p = tune_parser()
+    p.add_argument("--objective", default="sps", help="sps (default) or time-to-target")
     p.add_argument("--algo", default="ppo", help="algorithm: ppo, appo or impala (default ppo)")
     p.add_argument("--env", default="ALE/Pong-v5", help="game id (default ALE/Pong-v5)")
     p.add_argument(
@@ -281,19 +303,31 @@ def cmd_tune(argv: Sequence[str]) -> int:
         action="append",
         help="presets for the base config (default cleanrl-atari for Atari games, else cartpole)",
     )
-    p.add_argument("--point-s", default=str(DEFAULT_POINT_S), help="seconds of training per point")
-    p.add_argument("--max-points", default=str(DEFAULT_MAX_POINTS), help="at most this many points")
     p.add_argument(
-        "-o", "--output", metavar="DIR", help="output directory (default runs/tune/ENV__ALGO)"
+        "--point-s", default=str(DEFAULT_POINT_S), help="sps: seconds of training per point"
+    )
+    p.add_argument(
+        "--max-points", default=str(DEFAULT_MAX_POINTS), help="sps: at most this many points"
+    )
+    p.add_argument("--target", help="time-to-target: the reward to reach (required)")
+    p.add_argument("--trials", default="20", help="time-to-target: trials to finish (default 20)")
+    p.add_argument("--budget", help="time-to-target: machine time for all trials, e.g. 2h")
+    p.add_argument("--rung", default="60s", help="time-to-target: first rung (default 60s)")
+    p.add_argument("--max-trial", default="30m", help="time-to-target: longest trial (default 30m)")
+    p.add_argument("--space", metavar="FILE", help="time-to-target: search space YAML")
+    p.add_argument("--parallel", default="1", help="time-to-target: trials at once (default 1)")
+    p.add_argument(
+        "--seed", default="1", help="time-to-target: the seed of every trial and the sampler"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        help="output directory (default runs/tune/ENV__ALGO[__ttt])",
     )
     args, rest = p.parse_known_args(list(argv))
-    try:
-        point_s = float(args.point_s)
-        max_points = int(args.max_points)
-    except ValueError:
-        raise UserInputError("--point-s must be a number and --max-points an integer") from None
-    if point_s <= 0 or max_points < 1:
-        raise UserInputError("--point-s and --max-points must be positive")
+    if args.objective not in ("sps", "time-to-target"):
+        raise UserInputError(f"--objective must be sps or time-to-target, got {args.objective!r}")
     from rlperf.envs.make import is_atari, validate_env_id
 
     validate_env_id(args.env)
@@ -304,12 +338,19 @@ def cmd_tune(argv: Sequence[str]) -> int:
         keys[key.replace("-", "_")] = value
     base_args = [f"--preset {p}" for p in presets] + [f"--algo {args.algo}", f"--env {args.env}"]
     base_args += [f"{k}={v}" for k, v in keys.items() if k not in ("algo", "env.id")]
-    out = (
-        Path(args.output)
-        if args.output
-        else Path("runs") / "tune" / f"{args.env.replace('/', '-')}__{args.algo}"
-    )
+    stem = f"{args.env.replace('/', '-')}__{args.algo}"
     machine = Machine.detect()
+    if args.objective == "time-to-target":
+        out = Path(args.output) if args.output else Path("runs") / "tune" / f"{stem}__ttt"
+        return _cmd_time_to_target(args, presets, keys, out, machine)
+    try:
+        point_s = float(args.point_s)
+        max_points = int(args.max_points)
+    except ValueError:
+        raise UserInputError("--point-s must be a number and --max-points an integer") from None
+    if point_s <= 0 or max_points < 1:
+        raise UserInputError("--point-s and --max-points must be positive")
+    out = Path(args.output) if args.output else Path("runs") / "tune" / stem
     print(f"tune: {args.algo} on {args.env}, {machine.describe()} -> {out}", flush=True)
     summary = run_tune(
         presets,
@@ -322,5 +363,83 @@ def cmd_tune(argv: Sequence[str]) -> int:
         say=lambda text: print(text, flush=True),
     )
     print(format_ranking(summary))
+    print(f"tune_dir: {out}")
+    return 0 if summary["best"] is not None else 1
+
+
+def _cmd_time_to_target(
+    args: argparse.Namespace,
+    presets: list[str],
+    keys: dict[str, Any],
+    out: Path,
+    machine: Machine,
+) -> int:
+    import os
+
+    from rlperf.envs.make import is_atari
+    from rlperf.sweep.commands import int_flag
+    from rlperf.sweep.search_space import default_space, load_space
+    from rlperf.sweep.tune_target import (
+        TargetTune,
+        TuneInterrupted,
+        format_summary,
+        run_target_tune,
+        rungs,
+        trial_base_config,
+    )
+
+    if args.target is None:
+        raise UserInputError("--objective time-to-target needs --target R (the reward to reach)")
+    try:
+        target = float(args.target)
+    except ValueError:
+        raise UserInputError(f"--target must be a number, got {args.target!r}") from None
+    first = parse_duration("--rung", args.rung)
+    longest = parse_duration("--max-trial", args.max_trial)
+    if longest < first:
+        raise UserInputError(
+            f"--max-trial ({args.max_trial}) must be at least --rung ({args.rung})"
+        )
+    budget = parse_duration("--budget", args.budget) if args.budget else None
+    trials = int(int_flag("--trials", args.trials, 1))  # type: ignore[arg-type]
+    parallel = int(int_flag("--parallel", args.parallel, 1))  # type: ignore[arg-type]
+    seed = int(int_flag("--seed", args.seed, 0))  # type: ignore[arg-type]
+    cores = sorted(os.sched_getaffinity(0))
+    if parallel > len(cores):
+        raise UserInputError(
+            f"--parallel {parallel} needs a CPU per trial; this process may use {len(cores)}"
+        )
+    base = trial_base_config(presets, keys, target, seed)
+    space = (
+        load_space(Path(args.space), base)
+        if args.space
+        else default_space(base, is_atari(args.env), len(cores) // parallel)
+    )
+    tune = TargetTune(
+        out_dir=out,
+        presets=presets,
+        base_keys=keys,
+        space=space,
+        target=target,
+        rungs_s=rungs(first, longest),
+        n_trials=trials,
+        budget_s=budget,
+        parallel=parallel,
+        cores=cores,
+        seed=seed,
+        machine=machine.describe(),
+    )
+    print(
+        f"tune: time to {target:g} for {args.algo} on {args.env}, {machine.describe()} -> {out}\n"
+        f"  {trials} trial(s), rungs {', '.join(f'{r:g}' for r in tune.rungs_s)} s, "
+        f"space {space.source}: {', '.join(p.key for p in space.params)}",
+        flush=True,
+    )
+    try:
+        summary = run_target_tune(tune, say=lambda text: print(text, flush=True))
+    except TuneInterrupted as exc:
+        print(f"tune: stopped by {exc}; run the same command again to continue")
+        return 130
+    print(format_summary(summary))
     print(f"tune_dir: {out}")
     return 0 if summary["best"] is not None else 1

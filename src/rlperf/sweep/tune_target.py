@@ -1,0 +1,533 @@
+"""``rlperf tune --objective time-to-target``: search for the least wall clock to a reward.
+
+An Optuna study (TPE sampler, successive-halving pruner) over a search space of config keys
+(``search_space.py``). Every trial is an ``rlperf train`` run of its own, in its own run
+directory, trained in segments that end at wall-clock rungs (``--rung`` seconds, doubling up
+to ``--max-trial``): after each segment the trial reports how far its reward metric is short
+of the target, the pruner stops the trials that trail the others at that rung, and a trial
+that goes on is resumed from its checkpoint (rlperf resumes exactly), never started over.
+
+The objective is the trial's time to the target: the run's training seconds until its
+metric (``stop.target_reward_metric``) first reached the target, plus the start-up and
+shut-down of its first process. A trial that has not reached the target by its last rung
+ends pruned, so the best trial is always one that reached it.
+
+The study lives in SQLite (``DIR/study.db``, Optuna's RDB storage). Killing ``rlperf tune``
+at any moment and running the same command again continues it: finished trials are kept and
+never repeated, and a trial that was cut off is queued again with the same parameters and
+resumed from its run directory's last checkpoint. One tune at a time may use a directory.
+
+Output: ``DIR/tune.json`` (every trial, the best, parameter importances), ``DIR/best.yaml``
+(the best trial's config as a preset for ``rlperf train --preset``), ``DIR/trials/trial-N/``
+(the run directories) and ``DIR/logs/``; ``rlperf report DIR`` draws them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import json
+import math
+import os
+import queue
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlperf.config.load import apply_dict, dump_config, load_preset, set_key
+from rlperf.config.schema import RunConfig
+from rlperf.config.validate import validate
+from rlperf.core.checkpoint import atomic_write_text, list_checkpoints
+from rlperf.core.errors import ConfigError, UserInputError
+from rlperf.report.analysis import REWARD_RECORD_KEYS
+from rlperf.report.load import read_records
+from rlperf.sweep.execute import SweepSignals, error_line, run_process
+from rlperf.sweep.search_space import SearchSpace
+
+DB_FILE = "study.db"
+STUDY_NAME = "time-to-target"
+SUMMARY_FILE = "tune.json"
+BEST_PRESET = "best.yaml"
+TRIALS_DIR = "trials"
+CONFIGS_DIR = "configs"
+LOGS_DIR = "logs"
+LOCK_FILE = "tune.lock"
+OBJECTIVE = "time-to-target"
+START_ALLOWANCE_S = 300.0
+"""Seconds a segment may take beyond its training time (start-up, precision timing, the last
+iteration and the checkpoint) before it counts as hung."""
+
+
+class TrialInvalid(Exception):
+    """The trial's parameters make an invalid config (the reason is its message)."""
+
+
+class TrialCrashed(Exception):
+    """A segment of the trial failed (its log's telling line is the message)."""
+
+
+class TuneInterrupted(Exception):
+    """SIGINT/SIGTERM reached ``rlperf tune`` while a trial was training."""
+
+
+@dataclass
+class TargetTune:
+    """Everything a time-to-target study needs; ``definition`` must match a study resumed."""
+
+    out_dir: Path
+    presets: list[str]
+    base_keys: dict[str, Any]
+    space: SearchSpace
+    target: float
+    rungs_s: list[float]
+    n_trials: int
+    budget_s: float | None = None
+    parallel: int = 1
+    cores: list[int] = field(default_factory=list)
+    """The CPUs trials may use; with ``parallel`` > 1 each running trial gets its own share."""
+    seed: int = 1
+    machine: str = ""
+    base_args: list[str] = field(default_factory=list)
+    """The ``rlperf train`` arguments that rebuild the base (for the best command)."""
+
+    def base_config(self) -> RunConfig:
+        return trial_base_config(self.presets, self.base_keys, self.target, self.seed)
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        """What decides the study's results: a directory holding another is never reused."""
+        return {
+            "objective": OBJECTIVE,
+            "presets": self.presets,
+            "base_keys": {k: self.base_keys[k] for k in sorted(self.base_keys)},
+            "space": self.space.to_yaml(),
+            "target": self.target,
+            "rungs_s": self.rungs_s,
+            "seed": self.seed,
+        }
+
+    @property
+    def storage_url(self) -> str:
+        return f"sqlite:///{(self.out_dir / DB_FILE).resolve()}"
+
+
+def trial_base_config(
+    presets: list[str], base_keys: dict[str, Any], target: float, seed: int
+) -> RunConfig:
+    """The config every trial starts from: presets, then keys, then the study's own settings."""
+    cfg = RunConfig()
+    for preset in presets:
+        apply_dict(cfg, load_preset(preset), f"preset {preset}")
+    for key, value in base_keys.items():
+        set_key(cfg, key, value)
+    set_key(cfg, "stop.target_reward", target)
+    set_key(cfg, "stop.wall_time_s", None)  # each segment sets its rung
+    set_key(cfg, "seed", seed)  # every trial learns from the same seed
+    set_key(cfg, "telemetry.tensorboard", False)
+    return cfg
+
+
+def rungs(first_s: float, max_s: float) -> list[float]:
+    """Wall-clock rungs: ``first_s`` doubling while below ``max_s``, then ``max_s``."""
+    out = [first_s]
+    while out[-1] * 2 < max_s:
+        out.append(out[-1] * 2)
+    if out[-1] < max_s:
+        out.append(max_s)
+    return out
+
+
+@dataclass
+class Progress:
+    """A trial's run directory as the tune reads it."""
+
+    trained_s: float
+    """The run's training clock at its last record (it continues across resumes)."""
+    hit_s: float | None
+    """Training seconds when the metric first reached the target (None: not yet)."""
+    metric: float | None
+    """The metric's latest value (None: no game finished yet)."""
+    ended: bool
+    """The run stopped for good (its step or iteration budget) without reaching the target."""
+
+
+def read_progress(run_dir: Path, target: float, metric: str) -> Progress:
+    """Where ``run_dir`` stands against ``target`` on ``metric`` (see Progress)."""
+    keys = REWARD_RECORD_KEYS.get(metric, ("episode_reward_mean",))
+    trained = 0.0
+    hit = value = None
+    for record in read_records(run_dir / "metrics.jsonl"):
+        trained = float(record.get("time_total_s", trained))
+        values = [record.get(k) for k in keys]
+        if all(isinstance(v, int | float) for v in values):
+            value = float(min(values))  # type: ignore[type-var]
+            if hit is None and value >= target:
+                hit = trained
+    ended = False
+    with contextlib.suppress(OSError, json.JSONDecodeError):
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        ended = manifest.get("status") == "completed" and manifest.get("stop_reason") in (
+            "total_timesteps",
+            "iterations",
+        )
+    return Progress(trained, hit, value, ended)
+
+
+class _Slots:
+    """CPU shares for parallel trials: a trial holds one while it trains."""
+
+    def __init__(self, cores: list[int], parallel: int) -> None:
+        self._free: queue.Queue[list[int] | None] = queue.Queue()
+        if parallel <= 1 or not cores:
+            self._free.put(None)  # one trial at a time, on every CPU
+            return
+        share = max(1, len(cores) // parallel)
+        for i in range(parallel):
+            self._free.put(cores[i * share : (i + 1) * share] or None)
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[list[int] | None]:
+        slot = self._free.get()
+        try:
+            yield slot
+        finally:
+            self._free.put(slot)
+
+
+class TrialRunner:
+    """Runs one trial's segments and reports to Optuna (the study's objective)."""
+
+    def __init__(self, tune: TargetTune, signals: SweepSignals, say: Callable[[str], None]):
+        self.tune = tune
+        self.signals = signals
+        self.say = say
+        self.base = tune.base_config()
+        self.slots = _Slots(tune.cores, tune.parallel)
+
+    def config_for(self, keys: dict[str, Any]) -> RunConfig:
+        """The base with a trial's keys, validated (TrialInvalid: why not)."""
+        cfg = copy.deepcopy(self.base)
+        try:
+            for key, value in keys.items():
+                set_key(cfg, key, value)
+            validate(cfg)
+        except ConfigError as exc:
+            raise TrialInvalid(str(exc)) from None
+        return cfg
+
+    def __call__(self, trial: Any) -> float:
+        import optuna
+
+        keys = self.tune.space.suggest(trial)
+        cfg = self.config_for(keys)
+        out = self.tune.out_dir
+        name = f"trial-{trial.number:04d}"
+        run_dir = out / str(trial.user_attrs.get("run_dir", Path(TRIALS_DIR) / name))
+        trial.set_user_attr("run_dir", str(run_dir.relative_to(out)))
+        config_path = out / CONFIGS_DIR / f"{run_dir.name}.yaml"
+        if not config_path.exists():
+            atomic_write_text(config_path, dump_config(cfg))
+        overhead = trial.user_attrs.get("overhead_s")
+        metric = cfg.stop.target_reward_metric
+        with self.slots.take() as cpus:
+            for rung in self.tune.rungs_s:
+                progress = read_progress(run_dir, self.tune.target, metric)
+                if progress.hit_s is None and not progress.ended and progress.trained_s < rung:
+                    wall = self._segment(run_dir, config_path, rung, progress, cpus, cfg, trial)
+                    after = read_progress(run_dir, self.tune.target, metric)
+                    if overhead is None:  # the first process: what it cost beyond training
+                        overhead = max(0.0, wall - after.trained_s)
+                        trial.set_user_attr("overhead_s", overhead)
+                    progress = after
+                if progress.hit_s is not None:
+                    seconds = progress.hit_s + float(overhead or 0.0)
+                    self.say(f"  {name}: reached {self.tune.target:g} in {seconds:.0f} s")
+                    return seconds
+                shortfall = (
+                    self.tune.target - progress.metric if progress.metric is not None else math.inf
+                )
+                trial.report(shortfall, int(rung))
+                if progress.ended:
+                    trial.set_user_attr("reason", "its step budget ended before the target")
+                    raise optuna.TrialPruned()
+                if trial.should_prune():
+                    trial.set_user_attr("reason", f"trailed the others at {rung:g} s")
+                    self.say(f"  {name}: pruned at {rung:g} s (short by {shortfall:.3g})")
+                    raise optuna.TrialPruned()
+        trial.set_user_attr("reason", f"target not reached in {self.tune.rungs_s[-1]:g} s")
+        self.say(f"  {name}: target not reached in {self.tune.rungs_s[-1]:g} s")
+        raise optuna.TrialPruned()
+
+    def _segment(
+        self,
+        run_dir: Path,
+        config_path: Path,
+        rung: float,
+        progress: Progress,
+        cpus: list[int] | None,
+        cfg: RunConfig,
+        trial: Any,
+    ) -> float:
+        """Train the trial's run until ``rung`` training seconds; the process's wall time."""
+        common = ["--no-progress", f"stop.wall_time_s={rung:g}"]
+        if list_checkpoints(run_dir / "checkpoints"):
+            argv = [sys.executable, "-m", "rlperf", "train", "--resume", str(run_dir), *common]
+        else:
+            if run_dir.exists():  # cut off before its first checkpoint: start it afresh
+                aside = run_dir.with_name(f"{run_dir.name}.aside-{os.getpid()}")
+                shutil.move(run_dir, aside)
+            argv = [
+                sys.executable,
+                "-m",
+                "rlperf",
+                "train",
+                "--preset",
+                str(config_path),
+                "--runs-root",
+                str(run_dir.parent),
+                "-s",
+                run_dir.name,
+                *common,
+            ]
+        env = {"CI": os.environ.get("CI", "1")}
+        if cfg.runner.torch_threads is not None:
+            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(cfg.runner.torch_threads)
+        log = self.tune.out_dir / LOGS_DIR / f"{run_dir.name}.to-{rung:g}s.log"
+        timeout = (rung - progress.trained_s) * 1.5 + START_ALLOWANCE_S
+        code, wall, timed_out = run_process(argv, env, log, timeout, cpus, self.signals)
+        if self.signals.received is not None:
+            trial.set_user_attr("interrupted", True)
+            raise TuneInterrupted(self.signals.received)
+        if timed_out or code != 0:
+            why = f"timed out after {timeout:.0f} s" if timed_out else error_line(log) or ""
+            trial.set_user_attr("reason", f"{why} (log: {log.relative_to(self.tune.out_dir)})")
+            raise TrialCrashed(why)
+        return wall
+
+
+@contextlib.contextmanager
+def _directory_lock(out_dir: Path) -> Iterator[None]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / LOCK_FILE).open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserInputError(
+                f"another rlperf tune is running in {out_dir}; wait for it or choose another -o DIR"
+            ) from None
+        yield
+
+
+def _open_study(tune: TargetTune) -> tuple[Any, Any]:
+    """The study (created, or loaded and checked against ``tune.definition``) and its storage."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage(tune.storage_url)
+    study = optuna.create_study(
+        study_name=STUDY_NAME,
+        storage=storage,
+        direction="minimize",
+        sampler=optuna.samplers.TPESampler(seed=tune.seed, n_startup_trials=5),
+        pruner=optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=int(tune.rungs_s[0]), reduction_factor=2
+        ),
+        load_if_exists=True,
+    )
+    stored = study.user_attrs.get("definition")
+    wanted = json.loads(json.dumps(tune.definition))
+    if stored is None:
+        study.set_user_attr("definition", wanted)
+    elif stored != wanted:
+        differ = sorted(k for k in wanted if stored.get(k) != wanted[k])
+        raise UserInputError(
+            f"{tune.out_dir} holds a study with another {', '.join(differ)}; continue it with "
+            "its own command, or choose another -o DIR"
+        )
+    return study, storage
+
+
+def requeue_cut_off(study: Any, storage: Any) -> list[int]:
+    """Trials cut off by a kill (still RUNNING: nothing runs now, the directory is locked)
+    or by a signal: marked failed and queued again with the same parameters and run
+    directory, so the next trial resumes their run. Returns their numbers."""
+    from optuna.trial import TrialState
+
+    study_id = storage.get_study_id_from_name(study.study_name)
+    trials = study.get_trials(deepcopy=False)
+    requeued = {t.user_attrs.get("resumes") for t in trials}
+    out = []
+    for t in trials:
+        if t.state == TrialState.RUNNING:
+            trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
+            storage.set_trial_state_values(trial_id, TrialState.FAIL)
+        elif not (t.state == TrialState.FAIL and t.user_attrs.get("interrupted")):
+            continue
+        if t.number in requeued:
+            continue
+        attrs = {"resumes": t.number}
+        for key in ("run_dir", "overhead_s"):
+            if key in t.user_attrs:
+                attrs[key] = t.user_attrs[key]
+        study.enqueue_trial(t.params, user_attrs=attrs, skip_if_exists=False)
+        out.append(t.number)
+    return out
+
+
+def _finished(study: Any) -> list[Any]:
+    from optuna.trial import TrialState
+
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+
+
+def _seconds_used(study: Any) -> float:
+    return sum(
+        (t.datetime_complete - t.datetime_start).total_seconds()
+        for t in study.get_trials(deepcopy=False)
+        if t.datetime_complete is not None and t.datetime_start is not None
+    )
+
+
+def run_target_tune(tune: TargetTune, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or continue) the study until ``n_trials`` trials finished or the budget is spent;
+    returns the summary also written to ``tune.json``. TuneInterrupted on a signal."""
+    import optuna
+
+    with _directory_lock(tune.out_dir), SweepSignals() as signals:
+        study, storage = _open_study(tune)
+        again = requeue_cut_off(study, storage)
+        if again:
+            say(f"resuming trial(s) cut off earlier: {', '.join(map(str, again))}")
+        runner = TrialRunner(tune, signals, say)
+
+        def record(study: Any, trial: Any) -> None:
+            if trial.state == optuna.trial.TrialState.FAIL:
+                why = trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason", "")
+                say(f"  trial-{trial.number:04d}: failed: {why}")
+            write_summary(tune, study, with_importances=False)
+
+        while True:
+            left = tune.n_trials - len(_finished(study))
+            budget_left = None if tune.budget_s is None else tune.budget_s - _seconds_used(study)
+            if left <= 0 or (budget_left is not None and budget_left <= 0):
+                break
+            done_before = len(_finished(study))
+            say(f"study: {len(_finished(study))} of {tune.n_trials} trial(s) finished")
+            try:
+                study.optimize(
+                    runner,
+                    n_trials=left,
+                    timeout=budget_left,
+                    n_jobs=tune.parallel,
+                    catch=(TrialInvalid, TrialCrashed),
+                    callbacks=[record],
+                    gc_after_trial=False,
+                )
+            except TuneInterrupted:
+                write_summary(tune, study, with_importances=False)
+                raise
+            if len(_finished(study)) == done_before:  # every trial failed: stop, say why
+                break
+        return write_summary(tune, study, with_importances=True)
+
+
+def _trial_row(tune: TargetTune, t: Any) -> dict[str, Any]:
+    return {
+        "number": t.number,
+        "state": t.state.name.lower(),
+        "params": t.params,
+        "time_to_target_s": t.value,
+        "intermediate": {
+            str(k): v if math.isfinite(v) else None
+            for k, v in sorted(t.intermediate_values.items())
+        },
+        "run_dir": t.user_attrs.get("run_dir"),
+        "reason": t.user_attrs.get("reason"),
+        "resumes": t.user_attrs.get("resumes"),
+        "seconds": (t.datetime_complete - t.datetime_start).total_seconds()
+        if t.datetime_complete and t.datetime_start
+        else None,
+    }
+
+
+def _importances(study: Any) -> dict[str, float] | None:
+    import optuna
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if len(complete) < 2:
+        return None
+    try:
+        return dict(optuna.importance.get_param_importances(study))
+    except (RuntimeError, ValueError):  # e.g. every complete trial has the same parameters
+        return None
+
+
+def write_summary(tune: TargetTune, study: Any, with_importances: bool) -> dict[str, Any]:
+    """``tune.json`` (and ``best.yaml`` once a trial reached the target)."""
+    import optuna
+
+    trials = [_trial_row(tune, t) for t in study.get_trials(deepcopy=False)]
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    best = min(complete, key=lambda t: t.value) if complete else None
+    summary: dict[str, Any] = {
+        **tune.definition,
+        "machine": tune.machine,
+        "metric": tune.base_config().stop.target_reward_metric,
+        "storage": tune.storage_url,
+        "dashboard": f"optuna-dashboard {tune.storage_url}",
+        "seconds_used": _seconds_used(study),
+        "trials": trials,
+        "best": None,
+        "importances": _importances(study) if with_importances else None,
+    }
+    if best is not None:
+        run_dir = tune.out_dir / best.user_attrs["run_dir"]
+        preset = tune.out_dir / BEST_PRESET
+        header = (
+            f"# rlperf tune --objective {OBJECTIVE}: trial {best.number} reached "
+            f"{tune.target:g} in {best.value:.0f} s on {tune.machine or 'this machine'}\n"
+            f"# run: {run_dir}\n"
+        )
+        config = tune.out_dir / CONFIGS_DIR / f"{run_dir.name}.yaml"
+        atomic_write_text(preset, header + config.read_text(encoding="utf-8"))
+        summary["best"] = {
+            "number": best.number,
+            "time_to_target_s": best.value,
+            "params": best.params,
+            "preset": BEST_PRESET,
+            "command": f"rlperf train --preset {preset}",
+        }
+    atomic_write_text(tune.out_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The best trial, its command, and how the others ended."""
+    trials = summary["trials"]
+    lines = [
+        f"trials: {sum(t['state'] == 'complete' for t in trials)} reached the target, "
+        f"{sum(t['state'] == 'pruned' for t in trials)} pruned, "
+        f"{sum(t['state'] == 'fail' for t in trials)} failed; "
+        f"{summary['seconds_used']:.0f} s of trials"
+    ]
+    best = summary["best"]
+    if best is None:
+        lines.append(f"no trial reached {summary['target']:g}: raise --max-trial or --trials")
+        return "\n".join(lines)
+    params = ", ".join(
+        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best["params"].items()
+    )
+    lines += [
+        f"fastest to {summary['target']:g}: trial {best['number']} in "
+        f"{best['time_to_target_s']:.0f} s ({params})",
+        f"  {best['command']}",
+    ]
+    if summary.get("importances"):
+        ranked = sorted(summary["importances"].items(), key=lambda kv: -kv[1])
+        lines.append("importances: " + ", ".join(f"{k} {v:.2f}" for k, v in ranked))
+    lines.append(f"live view: {summary['dashboard']}")
+    return "\n".join(lines)
