@@ -91,3 +91,19 @@ def test_bad_space_files_fail_in_one_line(tmp_path: Path, text: str, message: st
     with pytest.raises(ConfigError, match=message) as info:
         load_space(path, _cfg("cartpole"))
     assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_the_base_values_inside_the_space_become_the_first_trial() -> None:
+    cfg = _cfg("cartpole", **{"env.id": "CartPole-v1"})
+    space = default_space(cfg, atari=False, cores=2)
+    base = space.values_of(cfg)
+    # torch_threads is unset in the preset: not a value of the space, left to the sampler
+    assert base == {
+        "ppo.learning_rate": 1e-3,
+        "env.num_envs": 8,
+        "ppo.num_steps": 64,
+        "ppo.update_epochs": 10,
+        "ppo.num_minibatches": 4,
+    }
+    lr = space.params[0]
+    assert not lr.contains(1.0) and not lr.contains("fast") and lr.contains(2e-3)

@@ -92,9 +92,12 @@ def test_trials_cut_off_are_requeued_once_with_their_parameters_and_run(tmp_path
 
 
 def test_one_tune_at_a_time_per_directory(tmp_path: Path) -> None:
-    with _directory_lock(tmp_path), pytest.raises(UserInputError, match="another rlperf tune"):
-        with _directory_lock(tmp_path):
-            pass
+    with (
+        _directory_lock(tmp_path),
+        pytest.raises(UserInputError, match="another rlperf tune"),
+        _directory_lock(tmp_path),
+    ):
+        pass
     with _directory_lock(tmp_path):  # released
         pass
 

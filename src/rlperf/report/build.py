@@ -529,6 +529,13 @@ def _tune_section(tune, col, figure, tables) -> Section:  # noqa: ANN001
             f"Best: trial {best['number']} in {best['time_to_target_s']:.0f} s; its config is "
             f"the preset {tune.path / best['preset']} (rlperf train --preset FILE)."
         )
+    for trial in tune.trials:
+        if trial.get("base") and trial["state"] in ("complete", "pruned"):
+            reached = trial.get("time_to_target_s")
+            sec.paragraphs.append(
+                f"The base config (trial {trial['number']}, the study's first): "
+                + (f"{reached:.0f} s." if reached is not None else f"{trial.get('reason')}.")
+            )
     runs = {r.label: r for r in col.runs if r.sweep == "tune"}
     mine = [runs[label] for label in tune.run_labels.values() if label in runs]
     sec.figures.append(
@@ -565,7 +572,7 @@ def _tune_section(tune, col, figure, tables) -> Section:  # noqa: ANN001
         params = ", ".join(f"{k}={fmt(v)}" for k, v in trial["params"].items())
         t.rows.append(
             [
-                trial["number"],
+                f"{trial['number']} (base)" if trial.get("base") else trial["number"],
                 trial["state"],
                 trial.get("time_to_target_s"),
                 trial.get("seconds"),

@@ -54,6 +54,16 @@ class Param:
             return trial.suggest_int(self.key, int(self.low), int(self.high), log=self.log)  # type: ignore[arg-type]
         return trial.suggest_float(self.key, float(self.low), float(self.high), log=self.log)  # type: ignore[arg-type]
 
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is one this parameter can take."""
+        if self.choices is not None:
+            return value in self.choices
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return False
+        if self.is_int and not float(value).is_integer():
+            return False
+        return float(self.low) <= value <= float(self.high)  # type: ignore[arg-type]
+
     def to_yaml(self) -> Any:
         if self.choices is not None:
             return list(self.choices)
@@ -73,6 +83,16 @@ class SearchSpace:
 
     def suggest(self, trial: Any) -> dict[str, Any]:
         return {p.key: p.suggest(trial) for p in self.params}
+
+    def values_of(self, cfg: RunConfig) -> dict[str, Any]:
+        """``cfg``'s value of every searched key that lies in the space (to enqueue the base
+        config as a trial: the search then starts from, and is measured against, it)."""
+        out = {}
+        for p in self.params:
+            value = get_key(cfg, p.key)
+            if p.contains(value):
+                out[p.key] = value
+        return out
 
     def to_yaml(self) -> str:
         return yaml.safe_dump({p.key: p.to_yaml() for p in self.params}, sort_keys=False)

@@ -91,8 +91,6 @@ class TargetTune:
     """The CPUs trials may use; with ``parallel`` > 1 each running trial gets its own share."""
     seed: int = 1
     machine: str = ""
-    base_args: list[str] = field(default_factory=list)
-    """The ``rlperf train`` arguments that rebuild the base (for the best command)."""
 
     def base_config(self) -> RunConfig:
         return trial_base_config(self.presets, self.base_keys, self.target, self.seed)
@@ -223,13 +221,18 @@ class TrialRunner:
         import optuna
 
         keys = self.tune.space.suggest(trial)
-        cfg = self.config_for(keys)
+        try:
+            cfg = self.config_for(keys)
+        except TrialInvalid as exc:
+            trial.set_user_attr("reason", f"invalid config: {exc}")
+            raise
         out = self.tune.out_dir
         name = f"trial-{trial.number:04d}"
         run_dir = out / str(trial.user_attrs.get("run_dir", Path(TRIALS_DIR) / name))
         trial.set_user_attr("run_dir", str(run_dir.relative_to(out)))
         config_path = out / CONFIGS_DIR / f"{run_dir.name}.yaml"
         if not config_path.exists():
+            config_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(config_path, dump_config(cfg))
         overhead = trial.user_attrs.get("overhead_s")
         metric = cfg.stop.target_reward_metric
@@ -370,7 +373,7 @@ def requeue_cut_off(study: Any, storage: Any) -> list[int]:
         if t.number in requeued:
             continue
         attrs = {"resumes": t.number}
-        for key in ("run_dir", "overhead_s"):
+        for key in ("run_dir", "overhead_s", "base"):
             if key in t.user_attrs:
                 attrs[key] = t.user_attrs[key]
         study.enqueue_trial(t.params, user_attrs=attrs, skip_if_exists=False)
@@ -399,6 +402,9 @@ def run_target_tune(tune: TargetTune, say: Callable[[str], None] = print) -> dic
 
     with _directory_lock(tune.out_dir), SweepSignals() as signals:
         study, storage = _open_study(tune)
+        if not study.trials:  # the first trial is the base config, as far as the space allows
+            base = tune.space.values_of(tune.base_config())
+            study.enqueue_trial(base, user_attrs={"base": True})
         again = requeue_cut_off(study, storage)
         if again:
             say(f"resuming trial(s) cut off earlier: {', '.join(map(str, again))}")
@@ -406,7 +412,7 @@ def run_target_tune(tune: TargetTune, say: Callable[[str], None] = print) -> dic
 
         def record(study: Any, trial: Any) -> None:
             if trial.state == optuna.trial.TrialState.FAIL:
-                why = trial.user_attrs.get("reason") or trial.system_attrs.get("fail_reason", "")
+                why = trial.user_attrs.get("reason", "")
                 say(f"  trial-{trial.number:04d}: failed: {why}")
             write_summary(tune, study, with_importances=False)
 
@@ -440,7 +446,8 @@ def _trial_row(tune: TargetTune, t: Any) -> dict[str, Any]:
         "number": t.number,
         "state": t.state.name.lower(),
         "params": t.params,
-        "time_to_target_s": t.value,
+        # Optuna gives a pruned trial its last intermediate value: not a time to target.
+        "time_to_target_s": t.value if t.state.name == "COMPLETE" else None,
         "intermediate": {
             str(k): v if math.isfinite(v) else None
             for k, v in sorted(t.intermediate_values.items())
@@ -448,6 +455,7 @@ def _trial_row(tune: TargetTune, t: Any) -> dict[str, Any]:
         "run_dir": t.user_attrs.get("run_dir"),
         "reason": t.user_attrs.get("reason"),
         "resumes": t.user_attrs.get("resumes"),
+        "base": bool(t.user_attrs.get("base")),
         "seconds": (t.datetime_complete - t.datetime_start).total_seconds()
         if t.datetime_complete and t.datetime_start
         else None,
