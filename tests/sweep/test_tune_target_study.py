@@ -40,6 +40,7 @@ def test_progress_is_the_first_time_the_lower_of_mean_and_ema_reached_the_target
     tmp_path: Path,
 ) -> None:
     rows = [
+        {"time_total_s": 5.0, "episodes_total": 1, "episode_reward_mean": 21.0},  # 1 game
         {"time_total_s": 10.0},  # no game finished yet
         {"time_total_s": 20.0, "episode_reward_mean": 18.0, "episode_reward_ema": 16.0},
         {"time_total_s": 30.0, "episode_reward_mean": 17.5, "episode_reward_ema": 17.1},
@@ -50,7 +51,7 @@ def test_progress_is_the_first_time_the_lower_of_mean_and_ema_reached_the_target
     assert (both.trained_s, both.hit_s, both.metric, both.ended) == (40.0, 30.0, 16.0, False)
     mean = read_progress(tmp_path / "run", 17.0, "mean100")
     assert mean.hit_s == 20.0
-    _write_records(tmp_path / "ended", rows[:2], stop_reason="total_timesteps")
+    _write_records(tmp_path / "ended", rows[:3], stop_reason="total_timesteps")
     ended = read_progress(tmp_path / "ended", 17.0, "mean100+ema")
     assert ended.ended and ended.hit_s is None and ended.metric == 16.0
     assert read_progress(tmp_path / "missing", 1.0, "mean100").trained_s == 0.0

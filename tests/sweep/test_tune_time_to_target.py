@@ -24,7 +24,7 @@ TARGET = 475
 # sample and the learning rate.
 SPACE = """\
 runner.torch_threads: [1, 2]
-ppo.update_epochs: {low: 2, high: 10}
+ppo.update_epochs: {low: 4, high: 10}
 ppo.learning_rate: {low: 1.0e-3, high: 3.0e-3, log: true}
 """
 
@@ -66,7 +66,7 @@ def test_tune_beats_the_preset_resumes_after_a_kill_and_reports(tmp_path: Path) 
     out = tmp_path / "tune"
     argv = [sys.executable, "-m", "rlperf", "tune", "--objective", "time-to-target"]
     argv += ["--env", "CartPole-v1", "--target", str(TARGET), "--trials", "4", "--seed", "3"]
-    argv += ["--rung", "15s", "--max-trial", "60s", "--space", str(tmp_path / "space.yaml")]
+    argv += ["--rung", "4s", "--max-trial", "16s", "--space", str(tmp_path / "space.yaml")]
     argv += ["-o", str(out)]
 
     # Kill the whole tune (no chance to clean up) once a trial finished and the next trains.

@@ -144,6 +144,24 @@ REWARD_RECORD_KEYS = {
 must reach it, so their minimum is the metric)."""
 
 
+MEAN_WINDOW = 100
+"""Games in the ``mean100`` window: like the session's stop rule, the mean counts only once
+this many games have finished (a lucky first game must not count as reaching a target)."""
+
+
+def reward_metric(record: dict[str, Any], metric: str) -> float | None:
+    """A record's value of ``stop.target_reward_metric`` (the lower of the fields it names),
+    or None when a field is missing or the mean's window is not yet full."""
+    keys = REWARD_RECORD_KEYS.get(metric, ("episode_reward_mean",))
+    values = [record.get(key) for key in keys]
+    if not all(isinstance(v, int | float) for v in values):
+        return None
+    games = record.get("episodes_total")
+    if "episode_reward_mean" in keys and isinstance(games, int) and games < MEAN_WINDOW:
+        return None
+    return float(min(values))  # type: ignore[type-var]
+
+
 def time_to_target(runs: list[RunData], target: float | None) -> list[TimeToTarget]:
     """Env steps and training seconds until the run's target metric (``stop.target_reward_metric``:
     the mean of the last 100 games, or their EMA) first reached the target (each run's own
@@ -154,13 +172,11 @@ def time_to_target(runs: list[RunData], target: float | None) -> list[TimeToTarg
         if goal is None:
             continue
         metric = str(run.get("stop.target_reward_metric", "mean100"))
-        keys = REWARD_RECORD_KEYS.get(metric, ("episode_reward_mean",))
         hit = None
         best = None
         for r in run.records:
-            values = [r.get(key) for key in keys]
-            if all(isinstance(v, int | float) for v in values):
-                value = min(values)  # type: ignore[type-var]
+            value = reward_metric(r, metric)
+            if value is not None:
                 best = value if best is None else max(best, value)
                 if hit is None and value >= goal:
                     hit = r

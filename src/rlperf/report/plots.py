@@ -228,24 +228,23 @@ def learning_curves(runs: list[RunData], path: Path) -> Path:
 def tune_curves(tune: TuneData, runs: dict[str, RunData], path: Path) -> Path:
     """Every trial's reward metric against training time: the best bold, pruned trials faded,
     the target and the rungs marked."""
-    from rlperf.report.analysis import REWARD_RECORD_KEYS
+    from rlperf.report.analysis import reward_metric
 
     summary = tune.summary
-    keys = REWARD_RECORD_KEYS.get(str(summary.get("metric")), ("episode_reward_mean",))
+    metric = str(summary.get("metric", "mean100"))
     best = (summary.get("best") or {}).get("number")
     fig = _figure(10, 4.6)
     ax = fig.subplots()
-    drawn: set[str] = set()
+    faded = False
     for trial in tune.trials:
         label = tune.run_labels.get(int(trial["number"]))
         run = runs.get(label or "")
-        if run is None or label in drawn:
-            continue
-        drawn.add(label)  # type: ignore[arg-type]
+        if run is None or label != f"trial-{trial['number']:04d}":
+            continue  # no run yet, or a cut-off trial whose run a later trial continued
         pts = [
-            (r["time_total_s"], min(r[k] for k in keys))
+            (r["time_total_s"], value)
             for r in run.records
-            if all(isinstance(r.get(k), int | float) for k in keys)
+            if (value := reward_metric(r, metric)) is not None
         ]
         if not pts:
             continue
@@ -254,9 +253,11 @@ def tune_curves(tune: TuneData, runs: dict[str, RunData], path: Path) -> Path:
         if trial["number"] == best:
             ax.plot(secs, reward, color="#c44e52", linewidth=2.4, label=f"{label} (best)", zorder=3)
         elif state == "complete":
-            ax.plot(secs, reward, color="#4c72b0", linewidth=1.2, label=f"{label} (reached)")
+            ax.plot(secs, reward, linewidth=1.2, label=f"{label} (reached)")
         else:
-            ax.plot(secs, reward, color="#8c8c8c", linewidth=0.9, alpha=0.35)
+            shown = None if faded else "pruned, not reached or failed"
+            ax.plot(secs, reward, color="#8c8c8c", linewidth=0.9, alpha=0.35, label=shown)
+            faded = True
     ax.axhline(float(summary["target"]), color="#55a868", linestyle="--", label="target")
     for rung in summary.get("rungs_s") or []:
         ax.axvline(float(rung), color="#dddddd", linewidth=0.8, zorder=0)

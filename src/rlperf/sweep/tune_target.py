@@ -43,7 +43,7 @@ from rlperf.config.schema import RunConfig
 from rlperf.config.validate import validate
 from rlperf.core.checkpoint import atomic_write_text, list_checkpoints
 from rlperf.core.errors import ConfigError, UserInputError
-from rlperf.report.analysis import REWARD_RECORD_KEYS
+from rlperf.report.analysis import reward_metric
 from rlperf.report.load import read_records
 from rlperf.sweep.execute import SweepSignals, error_line, run_process
 from rlperf.sweep.search_space import SearchSpace
@@ -155,14 +155,13 @@ class Progress:
 
 def read_progress(run_dir: Path, target: float, metric: str) -> Progress:
     """Where ``run_dir`` stands against ``target`` on ``metric`` (see Progress)."""
-    keys = REWARD_RECORD_KEYS.get(metric, ("episode_reward_mean",))
     trained = 0.0
     hit = value = None
     for record in read_records(run_dir / "metrics.jsonl"):
         trained = float(record.get("time_total_s", trained))
-        values = [record.get(k) for k in keys]
-        if all(isinstance(v, int | float) for v in values):
-            value = float(min(values))  # type: ignore[type-var]
+        now = reward_metric(record, metric)
+        if now is not None:
+            value = now
             if hit is None and value >= target:
                 hit = trained
     ended = False
