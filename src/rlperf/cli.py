@@ -11,8 +11,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
+from rlperf.arguments import ArgumentParser, config_overrides, int_flag
 from rlperf.config.load import (
     apply_dict,
     available_presets,
@@ -20,7 +20,6 @@ from rlperf.config.load import (
     iter_fields,
     load_config_file,
     load_preset,
-    parse_override,
     set_key,
     type_name,
 )
@@ -28,13 +27,6 @@ from rlperf.config.schema import ModelConfig, RunConfig
 from rlperf.core.errors import ConfigError, UserInputError
 
 EXIT_USAGE = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line and exit 2 (argparse prints usage first)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(message)
 
 
 def _config_keys_help() -> str:
@@ -65,8 +57,8 @@ THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim):
   -r/--restore-dir DIR same as --resume DIR (--restore_dir too)"""
 
 
-def _train_parser() -> _Parser:
-    p = _Parser(
+def _train_parser() -> ArgumentParser:
+    p = ArgumentParser(
         prog="rlperf train",
         description="Train an agent; every run writes a run directory with metrics, checkpoints and a manifest.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -134,29 +126,6 @@ def _train_parser() -> _Parser:
     return p
 
 
-def _overrides(tokens: list[str]) -> list[tuple[str, object]]:
-    """Dotted overrides from the arguments argparse did not know."""
-    out: list[tuple[str, object]] = []
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok.startswith("--") and "=" in tok:
-            out.append(parse_override(tok[2:]))
-        elif tok.startswith("--"):
-            if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
-                raise ConfigError(f"option {tok} needs a value")
-            out.append(parse_override(f"{tok[2:]}={tokens[i + 1]}"))
-            i += 1
-        elif "=" in tok:
-            out.append(parse_override(tok))
-        else:
-            raise ConfigError(
-                f"unrecognized argument {tok!r}; config overrides look like ppo.learning_rate=1e-4"
-            )
-        i += 1
-    return out
-
-
 def _gpu_placement(gpu: str, driver_gpus: str | None) -> list[tuple[str, object]]:
     """Map the thesis's -g/-d onto learner/actor devices (see THESIS_ALIASES)."""
     visible = {"none": "", "gpu0": "0", "gpu1": "1", "both": "0,1"}[gpu]
@@ -207,7 +176,7 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         explicit += _gpu_placement(args.gpu, args.driver_gpus)
     elif args.driver_gpus is not None:
         raise ConfigError("--driver-gpus needs --gpu (gpu0, gpu1 or both)")
-    explicit += _overrides(rest)
+    explicit += config_overrides(rest)
 
     if args.resume:
         run_dir = _run_dir_of(Path(args.resume))
@@ -226,7 +195,7 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
             cfg,
             "env.num_envs",
             get_key(cfg, "runner.num_workers")
-            * _positive_int("--envs-per-worker", args.envs_per_worker),
+            * int(int_flag("--envs-per-worker", args.envs_per_worker)),  # type: ignore[arg-type],
         )
     if saved is not None:
         for key, _, _ in iter_fields():
@@ -239,16 +208,6 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
                     f"{key} cannot change on resume (run has {saved[key]!r}, got {get_key(cfg, key)!r})"
                 )
     return cfg, args
-
-
-def _positive_int(flag: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(f"{flag} must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise ConfigError(f"{flag} must be a positive integer, got {value}")
-    return value
 
 
 def _same_model(a: object, b: object) -> bool:
@@ -296,7 +255,7 @@ def cmd_train(argv: Sequence[str]) -> int:
 
 
 def cmd_models(argv: Sequence[str]) -> int:
-    p = _Parser(
+    p = ArgumentParser(
         prog="rlperf models",
         description="List the built-in models with input shape and trainable parameters.",
     )
@@ -344,7 +303,7 @@ def _measure_default_precision() -> dict:
 
 
 def cmd_doctor(argv: Sequence[str]) -> int:
-    parser = _Parser(
+    parser = ArgumentParser(
         prog="rlperf doctor", description="Machine facts and the recommended placement."
     )
     parser.add_argument(

@@ -19,7 +19,7 @@ import time
 import warnings
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 import torch.multiprocessing as torch_mp
@@ -30,8 +30,20 @@ from rlperf.core.errors import UserInputError
 from rlperf.core.protocols import Algorithm
 from rlperf.runners.base import Runner
 
-if TYPE_CHECKING:
-    from rlperf.session import TrainingSession
+
+class LearnerSession(Protocol):
+    """What launching learners needs of a training session (``session.TrainingSession``,
+    passed in rather than imported: the session imports this module)."""
+
+    cfg: RunConfig
+    run_dir: Path
+    command: str
+    progress: bool
+    resume_state: dict[str, Any] | None
+    exit_code: int
+
+    def run(self) -> None: ...
+
 
 PEER_EXIT_GRACE_S = 10.0
 """How long the other learners may take to stop after one exited with an error."""
@@ -62,9 +74,9 @@ def without_env_state(runner_state: dict[str, Any]) -> dict[str, Any]:
     return {**runner_state, "envs": None}
 
 
-def _learner_main(rank: int, port: int, session_args: dict[str, Any]) -> None:
-    from rlperf.session import TrainingSession
-
+def _learner_main(
+    rank: int, port: int, session_class: type[LearnerSession], session_args: dict[str, Any]
+) -> None:
     cfg: RunConfig = session_args["cfg"]
     device = torch.device(rank_config(cfg, rank).runner.learner_device)
     distributed.init_rank(rank, cfg.runner.num_learners, port, device)
@@ -72,7 +84,7 @@ def _learner_main(rank: int, port: int, session_args: dict[str, Any]) -> None:
         with warnings.catch_warnings():
             if rank:  # episodes restarting on resume concern rank 0's report only
                 warnings.simplefilter("ignore")
-            session = TrainingSession(**session_args, rank=rank)
+            session = session_class(**session_args, rank=rank)  # type: ignore[call-arg]
             session.run()
     except UserInputError as exc:
         print(f"rlperf: error: {exc}", file=sys.stderr, flush=True)
@@ -82,7 +94,7 @@ def _learner_main(rank: int, port: int, session_args: dict[str, Any]) -> None:
     raise SystemExit(session.exit_code)
 
 
-def launch_learners(session: TrainingSession) -> int:
+def launch_learners(session: LearnerSession) -> int:
     """Run ``session``'s config on ``runner.num_learners`` learner processes; returns the
     exit code of rank 0."""
     world = session.cfg.runner.num_learners
@@ -96,7 +108,11 @@ def launch_learners(session: TrainingSession) -> int:
         "progress": session.progress,
     }
     processes = [
-        ctx.Process(target=_learner_main, args=(rank, port, args), name=f"rlperf-learner-{rank}")
+        ctx.Process(
+            target=_learner_main,
+            args=(rank, port, type(session), args),
+            name=f"rlperf-learner-{rank}",
+        )
         for rank in range(world)
     ]
     previous = {
@@ -120,7 +136,7 @@ def launch_learners(session: TrainingSession) -> int:
     return 1 if code is None else (128 - code if code < 0 else code)
 
 
-def _checkpoint_path(session: TrainingSession) -> Path | None:
+def _checkpoint_path(session: LearnerSession) -> Path | None:
     state = session.resume_state
     return None if state is None else Path(state["_checkpoint_path"])
 

@@ -13,15 +13,15 @@ Videos are the full-size RGB screen at the agent's decision rate (one frame per 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import torch
 
+from rlperf.arguments import ArgumentParser
 from rlperf.core.errors import CheckpointError, ConfigError, UserInputError
 
 VIDEO_FORMATS = (".mp4", ".gif")
@@ -257,14 +257,9 @@ def _play_game(
             obs = env.reset()
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(message)
-
-
 def cmd_enjoy(argv: Sequence[str]) -> int:
     """``rlperf enjoy RUN_DIR [--episodes N] [--video out.mp4|out.gif] [--greedy|--stochastic]``."""
-    p = _Parser(
+    p = ArgumentParser(
         prog="rlperf enjoy",
         description="Play a run's checkpoint with the run's preprocessing and sticky actions: "
         "prints the total reward of each game (and on Montezuma's Revenge the rooms visited), "

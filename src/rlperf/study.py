@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rlperf.cli import _Parser
+from rlperf.arguments import ArgumentParser
 from rlperf.core.errors import UserInputError
 
 STUDIES = ("quick",)
@@ -127,7 +127,7 @@ def _move_aside(path: Path) -> Path | None:
 
 
 def cmd_study(argv: Sequence[str]) -> int:
-    p = _Parser(
+    p = ArgumentParser(
         prog="rlperf study",
         description="A whole study in one command: training runs, an inference benchmark of "
         "the trained policy and the report. Running it again resumes.",

@@ -111,7 +111,7 @@ def test_one_tune_at_a_time_per_directory(tmp_path: Path) -> None:
         (["--target", "475", "--budget", "2 hours"], "--budget must be a duration"),
         (["--target", "475", "--rung", "2m", "--max-trial", "1m"], "must be at least --rung"),
         (["--target", "475", "--parallel", "999"], "needs a CPU per trial"),
-        (["--target", "475", "--trials", "0"], "--trials must be an integer >= 1"),
+        (["--target", "475", "--trials", "0"], "--trials must be a positive integer, got 0"),
         (["--target", "475", "--space", "nowhere.yaml"], "cannot read it"),
         (["--target", "475", "--algo", "a3c"], "no default search space"),
     ],
@@ -129,3 +129,13 @@ def test_bad_time_to_target_flags_exit_2_in_one_line(
 def test_an_unknown_objective_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tune", "--objective", "reward", "--env", "CartPole-v1"]) == 2
     assert "--objective must be sps or time-to-target" in capsys.readouterr().err
+
+
+def test_parallel_trials_each_get_their_own_cpus() -> None:
+    from rlperf.sweep.tune_target import _Slots
+
+    slots = _Slots(list(range(8)), parallel=3)
+    with slots.take() as a, slots.take() as b, slots.take() as c:
+        assert [a, b, c] == [[0, 1], [2, 3], [4, 5]]  # 8 // 3 CPUs each, none shared
+    with _Slots([0, 1], parallel=1).take() as only:
+        assert only is None  # one trial at a time: not pinned, every CPU

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+FAULT_SITES = ("step", "reset", "both")
+"""Where ``env.fault_at`` injects crashes: in ``step``, in ``reset`` or in both."""
+
 
 @dataclass
 class EnvConfig:

@@ -10,12 +10,11 @@ import math
 import os
 import re
 
-from rlperf.config.schema import RunConfig
+from rlperf.config.schema import FAULT_SITES, RunConfig
 from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
 from rlperf.core.errors import ConfigError
 from rlperf.core.nan_guard import NAN_POLICIES
 from rlperf.core.optim import PRECISIONS
-from rlperf.envs.wrappers import FAULT_SITES
 
 REWARD_METRICS = ("mean100", "ema", "mean100+ema")
 DQN_LOSSES = ("mse", "huber")

@@ -10,20 +10,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlperf.cli import _Parser
+from rlperf.arguments import ArgumentParser, int_flag
 from rlperf.core.errors import UserInputError
-
-
-def _positive(flag: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise UserInputError(f"{flag} must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise UserInputError(f"{flag} must be a positive integer, got {value}")
-    return value
 
 
 def _sizes(before: int, after: int) -> str:
@@ -33,7 +21,7 @@ def _sizes(before: int, after: int) -> str:
 def cmd_export(argv: Sequence[str]) -> int:
     from rlperf.deploy.export import FORMATS
 
-    p = _Parser(
+    p = ArgumentParser(
         prog="rlperf export",
         description="Export a run's policy to RUN_DIR/export/policy.onnx or policy.tflite: raw "
         "observation in (scaling inside), logits out.",
@@ -47,7 +35,7 @@ def cmd_export(argv: Sequence[str]) -> int:
     )
     p.add_argument("--force", action="store_true", help="overwrite an existing export")
     args = p.parse_args(list(argv))
-    batch = _positive("--batch-size", args.batch_size) or 1
+    batch = int_flag("--batch-size", args.batch_size) or 1
     if args.format == "onnx" and batch != 1:
         raise UserInputError("--batch-size is for tflite; the ONNX graph has a dynamic batch axis")
     from rlperf.deploy.export import export_run
@@ -69,7 +57,7 @@ def cmd_export(argv: Sequence[str]) -> int:
 def cmd_dataset(argv: Sequence[str]) -> int:
     from rlperf.deploy.dataset import PLAY_MODES
 
-    p = _Parser(
+    p = ArgumentParser(
         prog="rlperf dataset",
         description="Record observations of a game with a run's preprocessing (for calibration "
         "and fidelity checks), as a .npy array.",
@@ -87,7 +75,7 @@ def cmd_dataset(argv: Sequence[str]) -> int:
     p.add_argument("--seed", default="0", help="env and action seed (default 0)")
     p.add_argument("--force", action="store_true", help="overwrite an existing output file")
     args = p.parse_args(list(argv))
-    n = _positive("--n", args.n)
+    n = int_flag("--n", args.n)
     try:
         seed = int(args.seed)
     except ValueError:
@@ -119,7 +107,7 @@ def cmd_dataset(argv: Sequence[str]) -> int:
         cfg = RunConfig()
         cfg.env.id = args.env
         validate_env_id(args.env)
-        dim = _positive("--dim", args.dim) or 84
+        dim = int_flag("--dim", args.dim) or 84
         if not is_atari(args.env):
             dim = 0
         player = None
@@ -135,7 +123,7 @@ def cmd_dataset(argv: Sequence[str]) -> int:
 def cmd_quantize(argv: Sequence[str]) -> int:
     from rlperf.deploy.quantize import QUANT_FORMATS
 
-    p = _Parser(
+    p = ArgumentParser(
         prog="rlperf quantize",
         description="int8 post-training static quantization calibrated on recorded observations: "
         "RUN_DIR/export/policy_int8.onnx (ONNX Runtime QDQ, per-channel) and policy_int8.tflite "
@@ -178,7 +166,7 @@ def _list_backends(run_dir: str | None) -> int:
 
 
 def cmd_infer(argv: Sequence[str]) -> int:
-    p = _Parser(
+    p = ArgumentParser(
         prog="rlperf infer",
         description="Play greedy episodes with an inference backend and time each model call; "
         "or compare backends with torch fp32 (--check-fidelity).",
@@ -211,10 +199,10 @@ def cmd_infer(argv: Sequence[str]) -> int:
         return _list_backends(args.run_dir)
     if args.run_dir is None:
         raise UserInputError("RUN_DIR is required (or --list-backends)")
-    threads = _positive("--threads", args.threads) or 1
-    batch = _positive("--batch-size", args.batch_size) or 1
-    episodes = _positive("--episodes", args.episodes)
-    steps = _positive("--steps", args.steps)
+    threads = int_flag("--threads", args.threads) or 1
+    batch = int_flag("--batch-size", args.batch_size) or 1
+    episodes = int_flag("--episodes", args.episodes)
+    steps = int_flag("--steps", args.steps)
     try:
         seed = int(args.seed)
     except ValueError:

@@ -7,12 +7,12 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlperf.cli import _Parser
+from rlperf.arguments import ArgumentParser
 from rlperf.core.errors import UserInputError
 
 
-def report_parser() -> _Parser:
-    p = _Parser(
+def report_parser() -> ArgumentParser:
+    p = ArgumentParser(
         prog="rlperf report",
         description="Turn run, sweep and inference directories into DIR/index.html with PNG "
         "figures and CSV/Markdown tables (works offline).",

@@ -11,40 +11,14 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlperf.cli import _overrides, _Parser
-from rlperf.core.errors import UserInputError
+from rlperf.arguments import ArgumentParser, config_overrides, int_flag, positive_float_flag
 from rlperf.sweep.spec import available_sweeps
 
 DEFAULT_ROOT = Path("runs") / "sweeps"
 
 
-def _positive_float(flag: str, text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UserInputError(f"{flag} must be a positive number, got {text!r}") from None
-    if not value > 0:
-        raise UserInputError(f"{flag} must be a positive number, got {text!r}")
-    return value
-
-
-def int_flag(flag: str, text: str | None, minimum: int) -> int | None:
-    """``text`` as an integer >= ``minimum`` (None stays None); UserInputError otherwise."""
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise UserInputError(f"{flag} must be an integer >= {minimum}, got {text!r}") from None
-    if value < minimum:
-        raise UserInputError(f"{flag} must be an integer >= {minimum}, got {value}")
-    return value
-
-
-def sweep_parser() -> _Parser:
-    p = _Parser(
+def sweep_parser() -> ArgumentParser:
+    p = ArgumentParser(
         prog="rlperf sweep",
         description="Run every point of a sweep (a base config plus a grid and/or a list of "
         "points), each in a fresh process; the same command again resumes.",
@@ -72,9 +46,9 @@ def cmd_sweep(argv: Sequence[str]) -> int:
     from rlperf.sweep.spec import load_spec
 
     args, rest = sweep_parser().parse_known_args(list(argv))
-    overrides = _overrides(rest)
+    overrides = config_overrides(rest)
     spec = load_spec(args.sweep)
-    timeout = _positive_float("--timeout", args.timeout)
+    timeout = positive_float_flag("--timeout", args.timeout)
     retries = int_flag("--retries", args.retries, 0)
     if timeout is not None:
         spec.timeout_s = timeout

@@ -26,7 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlperf.cli import _overrides, _Parser
+from rlperf.arguments import (
+    ArgumentParser,
+    config_overrides,
+    duration_flag,
+    int_flag,
+)
 from rlperf.config.load import apply_dict, load_preset, set_key
 from rlperf.config.schema import RunConfig
 from rlperf.core.checkpoint import atomic_write_text
@@ -260,8 +265,8 @@ def format_ranking(summary: dict[str, Any], show: int = 5) -> str:
     return "\n".join(lines)
 
 
-def tune_parser() -> _Parser:
-    return _Parser(
+def tune_parser() -> ArgumentParser:
+    return ArgumentParser(
         prog="rlperf tune",
         description="Search this machine's fastest way to train an algorithm on a game. "
         "--objective sps (default): runner, engine, envs/workers, threads and precision for the "
@@ -276,21 +281,6 @@ def tune_parser() -> _Parser:
         "  figures: rlperf report DIR -o reports/tune",
         allow_abbrev=False,
     )
-
-
-def parse_duration(flag: str, text: str) -> float:
-    """Seconds from ``90``, ``90s``, ``30m`` or ``2h``; UserInputError otherwise."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
-    try:
-        seconds = float(number) * units[unit]
-    except ValueError:
-        raise UserInputError(
-            f"{flag} must be a duration such as 90, 90s, 30m or 2h, got {text!r}"
-        ) from None
-    if not seconds > 0:
-        raise UserInputError(f"{flag} must be positive, got {text!r}")
-    return seconds
 
 
 def cmd_tune(argv: Sequence[str]) -> int:
@@ -334,7 +324,7 @@ def cmd_tune(argv: Sequence[str]) -> int:
     # cleanrl-atari's recipe for Atari games, the cartpole preset's (MLP) for feature games
     presets = args.preset or (["cleanrl-atari"] if is_atari(args.env) else ["cartpole"])
     keys: dict[str, Any] = {"algo": args.algo, "env.id": args.env}
-    for key, value in _overrides(rest):
+    for key, value in config_overrides(rest):
         keys[key.replace("-", "_")] = value
     base_args = [f"--preset {p}" for p in presets] + [f"--algo {args.algo}", f"--env {args.env}"]
     base_args += [f"{k}={v}" for k, v in keys.items() if k not in ("algo", "env.id")]
@@ -377,7 +367,6 @@ def _cmd_time_to_target(
     import os
 
     from rlperf.envs.make import is_atari
-    from rlperf.sweep.commands import int_flag
     from rlperf.sweep.search_space import default_space, load_space
     from rlperf.sweep.tune_target import (
         TargetTune,
@@ -394,13 +383,13 @@ def _cmd_time_to_target(
         target = float(args.target)
     except ValueError:
         raise UserInputError(f"--target must be a number, got {args.target!r}") from None
-    first = parse_duration("--rung", args.rung)
-    longest = parse_duration("--max-trial", args.max_trial)
+    first = duration_flag("--rung", args.rung)
+    longest = duration_flag("--max-trial", args.max_trial)
     if longest < first:
         raise UserInputError(
             f"--max-trial ({args.max_trial}) must be at least --rung ({args.rung})"
         )
-    budget = parse_duration("--budget", args.budget) if args.budget else None
+    budget = duration_flag("--budget", args.budget) if args.budget else None
     trials = int(int_flag("--trials", args.trials, 1))  # type: ignore[arg-type]
     parallel = int(int_flag("--parallel", args.parallel, 1))  # type: ignore[arg-type]
     seed = int(int_flag("--seed", args.seed, 0))  # type: ignore[arg-type]
