@@ -164,6 +164,24 @@ def test_partial_weight_loading_reports_what_was_skipped(tmp_path, capsys):
         load_matching_weights(target, str(tmp_path / "missing.safetensors"))
 
 
+def test_weights_from_a_run_directory_are_verified_like_a_resume(tmp_path):
+    from rlperf.core.checkpoint import save_checkpoint
+
+    source = policy()
+    state = {"algorithm": {"policy": {k: v.clone() for k, v in source.state_dict().items()}}}
+    ckpt = save_checkpoint(tmp_path / "run" / "checkpoints", "ckpt_000001", state, keep=2)
+    target = policy()
+    report = load_matching_weights(target, str(tmp_path / "run"))
+    assert report["not_in_file"] == [] and report["loaded"]
+    assert torch.equal(target.policy_torso[0].weight, source.policy_torso[0].weight)
+    tensors = ckpt / "state.safetensors"
+    data = bytearray(tensors.read_bytes())
+    data[-1] ^= 0xFF  # one flipped byte: the recorded SHA-256 no longer matches
+    tensors.write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match="a3c.init_weights: checkpoint .* is corrupted"):
+        load_matching_weights(target, str(tmp_path / "run"))
+
+
 def test_bad_values_and_pairings_are_config_errors():
     with pytest.raises(ConfigError, match="a3c.optimizer"):
         A3C(A3CConfig(optimizer="sgd"), policy(), seed=0)

@@ -28,10 +28,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlperf.algos.ppo import explained_variance
+from rlperf.algos.metrics import explained_variance
 from rlperf.algos.returns import gae
 from rlperf.config.schema import A3CConfig
-from rlperf.core.errors import ConfigError
+from rlperf.core.checkpoint import load_checkpoint
+from rlperf.core.errors import CheckpointError, ConfigError
 from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.shared_optim import SHARED_OPTIMIZERS, WorkerUpdates
 from rlperf.core.types import DataSpec, Progress, Rollout
@@ -113,23 +114,30 @@ def load_matching_weights(model: nn.Module, source: str) -> dict[str, list[str]]
     from safetensors.torch import load_file
 
     path = Path(source)
-    if path.is_dir():
-        if (path / "checkpoints" / "latest").is_file():
-            path = path / "checkpoints" / (path / "checkpoints" / "latest").read_text().strip()
-        path = path / "state.safetensors"
-    if not path.is_file():
+    if path.is_dir():  # a checkpoint or run: read and verified (SHA-256) like any resume
+        try:
+            state = load_checkpoint(path)
+        except CheckpointError as exc:
+            raise ConfigError(f"a3c.init_weights: {exc}") from None
+        policy = (state.get("algorithm") or {}).get("policy")
+        if not isinstance(policy, dict):
+            raise ConfigError(f"a3c.init_weights: {path} holds no policy weights")
+        path = Path(state["_checkpoint_path"])
+        tensors = {k: v for k, v in policy.items() if isinstance(v, torch.Tensor)}
+    elif path.is_file():
+        try:
+            tensors = load_file(str(path))
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input
+            raise ConfigError(
+                f"a3c.init_weights: cannot read {path} ({type(exc).__name__}: {exc})"
+            ) from None
+        prefix = "algorithm.policy."  # a checkpoint's state.safetensors given as a file
+        if any(k.startswith(prefix) for k in tensors):
+            tensors = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+    else:
         raise ConfigError(
             f"a3c.init_weights: {source} is not a .safetensors file, a checkpoint directory or a run directory"
         )
-    try:
-        tensors = load_file(str(path))
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input
-        raise ConfigError(
-            f"a3c.init_weights: cannot read {path} ({type(exc).__name__}: {exc})"
-        ) from None
-    prefix = "algorithm.policy."
-    if any(k.startswith(prefix) for k in tensors):
-        tensors = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
     own = model.state_dict()
     loaded = sorted(k for k, v in tensors.items() if k in own and own[k].shape == v.shape)
     report = {

@@ -32,7 +32,8 @@ from typing import Any
 import torch
 
 from rlperf.algos.impala import importance_stats
-from rlperf.algos.ppo import SurrogateBatch, explained_variance, surrogate_epochs
+from rlperf.algos.metrics import explained_variance
+from rlperf.algos.ppo import SurrogateBatch, surrogate_epochs
 from rlperf.algos.returns import vtrace
 from rlperf.config.schema import APPOConfig, PPOConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
@@ -77,7 +78,7 @@ class APPO:
 
     def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         cfg = self.cfg
-        lr = cfg.learning_rate * (progress.fraction_left if cfg.anneal_lr else 1.0)
+        lr = progress.annealed(cfg.learning_rate, cfg.anneal_lr)
         step.set_learning_rate(lr)
 
         T, N = batch.num_steps, batch.num_envs

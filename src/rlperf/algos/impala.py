@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rlperf.algos.ppo import explained_variance
+from rlperf.algos.metrics import explained_variance
 from rlperf.algos.returns import vtrace
 from rlperf.config.schema import IMPALAConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
@@ -104,7 +104,7 @@ class IMPALA:
 
     def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         cfg = self.cfg
-        lr = cfg.learning_rate * (progress.fraction_left if cfg.anneal_lr else 1.0)
+        lr = progress.annealed(cfg.learning_rate, cfg.anneal_lr)
         step.set_learning_rate(lr)
 
         T, N = batch.num_steps, batch.num_envs

@@ -14,17 +14,12 @@ from typing import Any
 
 import torch
 
+from rlperf.algos.metrics import explained_variance
 from rlperf.algos.returns import gae
 from rlperf.config.schema import PPOConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.types import DataSpec, Progress, Rollout
 from rlperf.models.policy import ActorCritic
-
-
-def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
-    """1 - Var[target - predicted] / Var[target]: 1 is perfect, 0 no better than a constant."""
-    var = target.var()
-    return float("nan") if var == 0 else float(1 - (target - predicted).var() / var)
 
 
 def ppo_loss(
@@ -180,7 +175,7 @@ class PPO:
 
     def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         cfg = self.cfg
-        lr = self.base_lr * (progress.fraction_left if cfg.anneal_lr else 1.0)
+        lr = progress.annealed(self.base_lr, cfg.anneal_lr)
         step.set_learning_rate(lr)
 
         # ---- advantages: one value forward on the bootstrap observation, then GAE ----

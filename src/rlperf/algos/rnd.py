@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from rlperf.algos.impala import importance_stats
-from rlperf.algos.ppo import explained_variance
+from rlperf.algos.metrics import explained_variance
 from rlperf.algos.returns import gae, vtrace
 from rlperf.algos.running_stats import DiscountedReturnFilter, RunningMeanStd
 from rlperf.config.schema import RNDConfig
@@ -146,7 +146,7 @@ class RND:
             self.init_steps_done += T
             return {"charts/rnd_init_steps": float(self.init_steps_done)}
 
-        lr = cfg.learning_rate * (progress.fraction_left if cfg.anneal_lr else 1.0)
+        lr = progress.annealed(cfg.learning_rate, cfg.anneal_lr)
         step.set_learning_rate(lr)
         mb_size = self.minibatch_size(B)
         obs_B = batch.obs_TN.reshape(B, *batch.obs_TN.shape[2:])

@@ -152,3 +152,8 @@ class Progress:
     """Env steps collected before this batch."""
     fraction_left: float
     """1.0 at the start of the run's budget, 0.0 at its end (used for linear annealing)."""
+
+    def annealed(self, value: float, anneal: bool) -> float:
+        """``value`` decayed linearly to 0 over the run's budget when ``anneal`` (CleanRL's
+        ``anneal_lr``), else ``value``: the one learning-rate schedule of every algorithm."""
+        return value * self.fraction_left if anneal else value
