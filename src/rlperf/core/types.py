@@ -69,6 +69,43 @@ class Rollout:
     (its ``dones_TN[t]`` is set), 0 elsewhere: the episode did not really end, so the
     learner adds ``gamma`` times this value to the reward."""
 
+    @classmethod
+    def allocate(
+        cls,
+        num_steps: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: torch.dtype,
+        *,
+        slots: int | None = None,
+        device: torch.device | str = "cpu",
+        pin_memory: bool = False,
+        share_memory: bool = False,
+    ) -> Rollout:
+        """Zeroed buffers for ``num_steps`` steps of ``num_envs`` envs (with a leading axis of
+        ``slots`` when given), in the dtypes every runner writes and every algorithm reads:
+        observations ``obs_dtype`` (uint8 frames, float32 features), actions int64, and
+        log-probabilities, values, rewards, dones (0.0 or 1.0) and truncation values float32.
+        ``pin_memory`` makes host-to-GPU copies asynchronous; ``share_memory`` puts the
+        buffers where other processes can write them."""
+        lead = () if slots is None else (slots,)
+        T, N = num_steps, num_envs
+
+        def zeros(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            out = torch.zeros(lead + shape, dtype=dtype, device=device, pin_memory=pin_memory)
+            return out.share_memory_() if share_memory else out
+
+        return cls(
+            obs_TN=zeros((T, N, *obs_shape), obs_dtype),
+            actions_TN=zeros((T, N), torch.int64),
+            logprobs_TN=zeros((T, N)),
+            values_TN=zeros((T, N)),
+            rewards_TN=zeros((T, N)),
+            dones_TN=zeros((T, N)),
+            next_obs_N=zeros((N, *obs_shape), obs_dtype),
+            truncation_values_TN=zeros((T, N)),
+        )
+
     @property
     def num_steps(self) -> int:
         return self.rewards_TN.shape[0]

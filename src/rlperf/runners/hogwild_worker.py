@@ -111,16 +111,7 @@ def _empty_rollout(envs: VectorEnv, horizon: int) -> Rollout:
     n = envs.num_envs
     space = envs.single_observation_space
     obs_dtype = torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype
-    return Rollout(
-        obs_TN=torch.zeros((horizon, n, *space.shape), dtype=obs_dtype),
-        actions_TN=torch.zeros((horizon, n), dtype=torch.int64),
-        logprobs_TN=torch.zeros((horizon, n)),
-        values_TN=torch.zeros((horizon, n)),
-        rewards_TN=torch.zeros((horizon, n)),
-        dones_TN=torch.zeros((horizon, n), dtype=torch.bool),
-        next_obs_N=torch.zeros((n, *space.shape), dtype=obs_dtype),
-        truncation_values_TN=torch.zeros((horizon, n)),
-    )
+    return Rollout.allocate(horizon, n, space.shape, obs_dtype)
 
 
 class RecurrentCollector:

@@ -73,10 +73,6 @@ class InProcRunner:
         pin = self.learner_device.type == "cuda" and self.actor_device.type == "cpu"
         dev = self.actor_device
 
-        def alloc(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-            # Pinned host memory makes the host-to-GPU copy in load() asynchronous.
-            return torch.zeros(shape, dtype=dtype, device=dev, pin_memory=pin)
-
         self.collector = RolloutCollector(
             envs,
             self.actor,
@@ -87,16 +83,10 @@ class InProcRunner:
             on_worker_error=self._recover,
             threads=cfg.act_threads,
         )
-        self.rollout = Rollout(
-            obs_TN=alloc((T, N, *space.shape), obs_dtype),
-            actions_TN=alloc((T, N), torch.int64),
-            logprobs_TN=alloc((T, N), torch.float32),
-            values_TN=alloc((T, N), torch.float32),
-            rewards_TN=alloc((T, N), torch.float32),
-            dones_TN=alloc((T, N), torch.float32),
-            next_obs_N=self.collector.next_obs_N,
-            truncation_values_TN=alloc((T, N), torch.float32),
-        )
+        # Pinned host memory makes the host-to-GPU copy in load() asynchronous.
+        rollout = Rollout.allocate(T, N, space.shape, obs_dtype, device=dev, pin_memory=pin)
+        rollout.next_obs_N = self.collector.next_obs_N  # the collector's, updated in place
+        self.rollout = rollout
 
     def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
         return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)

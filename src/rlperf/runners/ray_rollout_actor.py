@@ -106,23 +106,6 @@ def rollout_from_arrays(arrays: dict[str, np.ndarray]) -> Rollout:
         return Rollout(**{name: torch.from_numpy(a) for name, a in arrays.items()})
 
 
-def _alloc_rollout(
-    num_steps: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype
-) -> Rollout:
-    T, k = num_steps, num_envs
-    zeros = torch.zeros
-    return Rollout(
-        obs_TN=zeros((T, k, *obs_shape), dtype=obs_dtype),
-        actions_TN=zeros((T, k), dtype=torch.int64),
-        logprobs_TN=zeros((T, k)),
-        values_TN=zeros((T, k)),
-        rewards_TN=zeros((T, k)),
-        dones_TN=zeros((T, k)),
-        next_obs_N=zeros((k, *obs_shape), dtype=obs_dtype),
-        truncation_values_TN=zeros((T, k)),
-    )
-
-
 class RolloutActor:
     """Steps ``setup.num_envs`` envs with a versioned copy of the policy (a Ray actor)."""
 
@@ -144,7 +127,7 @@ class RolloutActor:
             self.policy.to(memory_format=torch.channels_last)
         self.policy.eval()
         first_obs = self.envs.reset(self.env_seed)
-        self.buf = _alloc_rollout(
+        self.buf = Rollout.allocate(
             setup.num_steps,
             setup.num_envs,
             tuple(first_obs.shape[1:]),

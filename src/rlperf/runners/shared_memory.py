@@ -86,20 +86,8 @@ class RolloutSlots:
         obs_shape: tuple[int, ...],
         obs_dtype: torch.dtype,
     ) -> None:
-        S, T, k = num_slots, num_steps, num_envs
-
-        def alloc(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
-            return torch.zeros(shape, dtype=dtype).share_memory_()
-
-        self.data = Rollout(
-            obs_TN=alloc((S, T, k, *obs_shape), obs_dtype),
-            actions_TN=alloc((S, T, k), torch.int64),
-            logprobs_TN=alloc((S, T, k)),
-            values_TN=alloc((S, T, k)),
-            rewards_TN=alloc((S, T, k)),
-            dones_TN=alloc((S, T, k)),
-            next_obs_N=alloc((S, k, *obs_shape), obs_dtype),
-            truncation_values_TN=alloc((S, T, k)),
+        self.data = Rollout.allocate(
+            num_steps, num_envs, obs_shape, obs_dtype, slots=num_slots, share_memory=True
         )
         """Every field with a leading slot axis."""
 
