@@ -33,9 +33,10 @@ from rlperf.runners.base import Runner
 from rlperf.runners.compat import RUNNER_CAPABILITIES, check_compatible, check_engine
 from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.runners.hogwild import HogwildRunner
-from rlperf.runners.inproc import InProcRunner, SubprocRunner
+from rlperf.runners.inproc import InProcRunner
 from rlperf.runners.play_train import PlayTrainRunner
 from rlperf.runners.ray_cluster import check_ray_config
+from rlperf.runners.subproc import SubprocRunner
 from rlperf.runners.transitions import TransitionsRunner
 
 

@@ -8,8 +8,6 @@ resume-equivalence test). Acting and learning alternate, so one always waits for
 from __future__ import annotations
 
 import copy
-import os
-import sys
 import warnings
 from typing import Any
 
@@ -142,76 +140,3 @@ class InProcRunner:
 
     def close(self) -> None:
         self.envs.close()
-
-
-class SubprocRunner(InProcRunner):
-    """The synchronous runner over envs stepped in worker processes (``SubprocVectorEnv``).
-
-    Observations land in shared memory that the rollout copies once; the workers emulate
-    while this process waits, so it pays off when env stepping, not learning, dominates.
-    """
-
-    name = "subprocess"
-
-    def __init__(self, cfg: RunnerConfig, envs: VectorEnv, algo: Algorithm, *, seed: int) -> None:
-        super().__init__(cfg, envs, algo, seed=seed)
-        self.seed = seed
-        self.worker_restarts = 0
-        """Failed env workers restarted so far in the run (``sys/worker_restarts``)."""
-
-    def _recover(self, exc: WorkerError, t: int, buf: Rollout) -> np.ndarray:
-        """Restart the failed worker (runner.restart_failed_workers) and end step ``t``.
-
-        The step that failed is treated as ended for EVERY env: reward 0 and done 1 at
-        ``t`` (no bootstrap across it), and the next observations are the current buffer:
-        the restarted worker's envs start new episodes, the others continue from where their
-        completed (but discarded) step left them. Cost: one lost transition per env, and the
-        episode ends reported by that step are not counted. The restart seed,
-        ``seed + restarts * num_envs``, gives every restart its own env seeds.
-        """
-        w = getattr(exc, "worker_index", None)
-        cfg = self.cfg
-        if (
-            w is None
-            or not cfg.restart_failed_workers
-            or self.worker_restarts >= cfg.max_worker_restarts
-        ):
-            raise exc
-        self.worker_restarts += 1
-        print(
-            f"rlperf: restarting env worker {w} (restart {self.worker_restarts} of at most "
-            f"{cfg.max_worker_restarts}) after: {exc}",
-            file=sys.stderr,
-            flush=True,
-        )
-        seed = self.seed + self.worker_restarts * self.envs.num_envs
-        obs = self.envs.restart_worker(w, seed=seed)  # type: ignore[attr-defined]
-        buf.rewards_TN[t] = 0.0
-        buf.dones_TN[t] = 1.0
-        buf.truncation_values_TN[t] = 0.0
-        return obs
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "worker_restarts": self.worker_restarts}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        # The restart budget is per run, so it carries over a resume (absent: older runs).
-        self.worker_restarts = int(state.get("worker_restarts", 0))
-        super().load_state_dict(state)
-
-    def process_resources(self) -> list[dict[str, Any]]:
-        # Env workers run no torch; their thread pools are capped at 1 (subproc_worker).
-        out = []
-        for w, pid in enumerate(self.envs.worker_pids):  # type: ignore[attr-defined]
-            try:
-                affinity: list[int] | None = sorted(os.sched_getaffinity(pid))
-            except (OSError, TypeError):  # the worker is gone (or never started)
-                affinity = None
-            out.append({"role": "env_worker", "index": w, "pid": pid, "cpu_affinity": affinity})
-        return out
-
-    def worker_metrics(self) -> dict[str, float]:
-        return {
-            "sys/live_workers": float(self.envs.live_workers),  # type: ignore[attr-defined]
-            "sys/worker_restarts": float(self.worker_restarts),
-        }
