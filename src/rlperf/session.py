@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import signal
 import sys
 import traceback
@@ -55,6 +54,7 @@ from rlperf.models.catalog import build_model
 from rlperf.telemetry import system
 from rlperf.telemetry.console import ConsoleView
 from rlperf.telemetry.episodes import EpisodeStats
+from rlperf.telemetry.manifest import run_manifest
 from rlperf.telemetry.sinks import CsvSink, JsonlSink, TensorBoardSink, truncate_records
 from rlperf.telemetry.sysmon import SystemMonitor
 from rlperf.telemetry.timers import PhaseTimer
@@ -354,54 +354,21 @@ class TrainingSession:
     def _manifest(
         self, status: str, started: str, stop_reason: str | None = None
     ) -> dict[str, Any]:
-        cpu = system.cpu_info()
-        return {
-            "rlperf_command": self.command,
-            "status": status,
-            "stop_reason": stop_reason,
-            "target_reached": self.target_reached,
-            "started_utc": started,
-            "ended_utc": None if status == "running" else datetime.now(UTC).isoformat(),
-            "seed": self.cfg.seed,
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "time_total_s": self.time_total_s,
-            "git_sha": system.git_sha(Path(__file__).resolve().parent),
-            "versions": system.package_versions(),
-            "cpu": cpu,
-            "gpus": system.gpu_info(),
-            "threads": system.thread_env(),
-            "resources": {
-                "learner_device": self.cfg.runner.learner_device,
-                "actor_device": self.cfg.runner.actor_device,
-                "torch_threads": torch.get_num_threads(),
-                "cpu_affinity": sorted(os.sched_getaffinity(0)),
-                "runner": self.cfg.runner.name,
-                "engine": self.cfg.env.engine,
-                "num_workers": self.cfg.runner.num_workers
-                if self.cfg.runner.name != "inproc"
-                else None,
-                "processes": [
-                    {
-                        "role": "learner",
-                        "pid": os.getpid(),
-                        "torch_threads": torch.get_num_threads(),
-                        "cpu_affinity": sorted(os.sched_getaffinity(0)),
-                        "device": self.cfg.runner.learner_device,
-                    },
-                    *self.worker_processes,
-                ],
-                "num_learners": self.cfg.runner.num_learners,
-                "precision": self.cfg.runner.precision,
-                "channels_last": self.cfg.runner.channels_last,
-                "precision_auto": (
-                    self.precision_choice.to_dict() if self.precision_choice else None
-                ),
-                "retain_freed_memory": self.retained_memory,
-                "gpu_phase_sync": self._phase_sync() is not None,
-            },
-            "pid": os.getpid(),
-        }
+        return run_manifest(
+            self.cfg,
+            command=self.command,
+            status=status,
+            started=started,
+            stop_reason=stop_reason,
+            target_reached=self.target_reached,
+            iteration=self.iteration,
+            env_steps=self.env_steps,
+            time_total_s=self.time_total_s,
+            worker_processes=self.worker_processes,
+            precision_auto=self.precision_choice.to_dict() if self.precision_choice else None,
+            retained_memory=self.retained_memory,
+            gpu_phase_sync=self._phase_sync() is not None,
+        )
 
     # ------------------------------------------------------------------ the loop
 
