@@ -12,14 +12,8 @@ from optuna.trial import TrialState
 from rlperf.cli import main
 from rlperf.core.errors import UserInputError
 from rlperf.sweep.search_space import Param, SearchSpace
-from rlperf.sweep.tune_target import (
-    TargetTune,
-    _directory_lock,
-    _open_study,
-    read_progress,
-    requeue_cut_off,
-    rungs,
-)
+from rlperf.sweep.tune_target import _directory_lock, _open_study, requeue_cut_off
+from rlperf.sweep.tune_trial import TargetTune, read_progress, rungs
 
 
 def test_rungs_double_up_to_the_longest_trial() -> None:
@@ -132,7 +126,7 @@ def test_an_unknown_objective_is_refused(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_parallel_trials_each_get_their_own_cpus() -> None:
-    from rlperf.sweep.tune_target import _Slots
+    from rlperf.sweep.tune_trial import _Slots
 
     slots = _Slots(list(range(8)), parallel=3)
     with slots.take() as a, slots.take() as b, slots.take() as c:

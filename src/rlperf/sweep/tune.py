@@ -368,14 +368,8 @@ def _cmd_time_to_target(
 
     from rlperf.envs.make import is_atari
     from rlperf.sweep.search_space import default_space, load_space
-    from rlperf.sweep.tune_target import (
-        TargetTune,
-        TuneInterrupted,
-        format_summary,
-        run_target_tune,
-        rungs,
-        trial_base_config,
-    )
+    from rlperf.sweep.tune_target import format_summary, run_target_tune
+    from rlperf.sweep.tune_trial import TargetTune, TuneInterrupted, rungs, trial_base_config
 
     if args.target is None:
         raise UserInputError("--objective time-to-target needs --target R (the reward to reach)")
