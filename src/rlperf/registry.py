@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from rlperf.algos.dqn import DQN, QNetwork
 from rlperf.algos.impala import IMPALA
 from rlperf.algos.ppo import PPO
 from rlperf.algos.rnd import RND, check_rnd_config
-from rlperf.config.schema import RunConfig
+from rlperf.config.schema import Engine, RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import Algorithm
 from rlperf.envs.make import is_atari, make_engine_envs, make_env_slice, validate_env_id
@@ -198,7 +199,7 @@ RUNNERS: dict[str, RunnerFactory] = {
     "hogwild": _hogwild,
 }
 
-ENGINES = ("gymnasium", "envpool", "ale-vector")
+ENGINES: tuple[str, ...] = typing.get_args(Engine)
 
 
 def _check_name(kind: str, name: str, valid: list[str]) -> None:

@@ -1,11 +1,15 @@
 """Configuration: presets, overrides, thesis aliases, and one-line errors with exit code 2."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from rlperf.cli import build_train_config, main
 from rlperf.config.load import field_docs, load_preset, parse_cpu_list
-from rlperf.config.schema import PPOConfig
+from rlperf.config.schema import PPOConfig, RunConfig
+from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
 
 
@@ -215,3 +219,25 @@ def test_the_default_model_follows_the_env(env_id: str, model: str) -> None:
     assert cfg.model.name == "auto"
     registry.check_names(cfg)
     assert cfg.model.name == model
+
+
+def test_enumerations_are_declared_once_and_agree_with_the_core() -> None:
+    import typing
+
+    from rlperf.config import schema
+    from rlperf.core.autoprecision import AUTO
+    from rlperf.core.nan_guard import NAN_POLICIES
+    from rlperf.core.optim import PRECISIONS
+    from rlperf.core.shared_optim import SHARED_OPTIMIZERS
+
+    assert typing.get_args(schema.Precision) == (*PRECISIONS, AUTO)
+    assert typing.get_args(schema.NanPolicy) == NAN_POLICIES
+    assert set(typing.get_args(schema.Optimizer)) == set(SHARED_OPTIMIZERS)
+    help_text = subprocess.run(
+        [sys.executable, "-m", "rlperf", "train", "--help"], capture_output=True, text=True
+    ).stdout
+    assert "runner.precision (fp32|bf16|auto, default 'fp32')" in help_text
+    cfg = RunConfig()
+    cfg.env.engine = "warp"  # built in code, never parsed: validation still refuses it
+    with pytest.raises(ConfigError, match="env.engine must be one of gymnasium, envpool"):
+        validate(cfg)

@@ -73,6 +73,8 @@ def type_name(hint: Any) -> str:
         return " | ".join(inner) + (" | null" if type(None) in args else "")
     if typing.get_origin(hint) is list:
         return f"list[{type_name(args[0])}]"
+    if typing.get_origin(hint) is typing.Literal:
+        return "|".join(str(a) for a in args)
     return getattr(hint, "__name__", str(hint))
 
 
@@ -114,6 +116,13 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
             except ConfigError as exc:
                 errors.append(exc)
         raise errors[0]
+    if typing.get_origin(hint) is typing.Literal:
+        if isinstance(value, str) and value in args:
+            return value
+        choices = [str(a) for a in args]
+        close = difflib.get_close_matches(str(value), choices, n=1)
+        hint_text = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}, got {value!r}{hint_text}")
     if typing.get_origin(hint) is list:
         if key in ("runner.cpu_affinity", "runner.actor_cpu_affinity") and isinstance(
             value, str | int

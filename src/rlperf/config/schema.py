@@ -8,9 +8,22 @@ names follow the community (CleanRL / Stable-Baselines3 / RLlib): ``num_envs``,
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
+from typing import Literal
 
-FAULT_SITES = ("step", "reset", "both")
+# The enumerations: each is declared once, here; parsing (config.load.coerce), validation,
+# `rlperf train --help` and the error messages all read the values from these.
+Engine = Literal["gymnasium", "envpool", "ale-vector"]
+ResizeInterpolation = Literal["area", "linear", "nearest"]
+FaultSite = Literal["step", "reset", "both"]
+Precision = Literal["fp32", "bf16", "auto"]
+Optimizer = Literal["rmsprop", "adam"]
+DqnLoss = Literal["mse", "huber"]
+RewardMetric = Literal["mean100", "ema", "mean100+ema"]
+NanPolicy = Literal["raise", "skip_update", "warn", "none"]
+
+FAULT_SITES: tuple[str, ...] = typing.get_args(FaultSite)
 """Where ``env.fault_at`` injects crashes: in ``step``, in ``reset`` or in both."""
 
 
@@ -20,7 +33,7 @@ class EnvConfig:
 
     id: str = "ALE/Pong-v5"
     """Gymnasium environment id (Atari games as ALE/<Game>-v5; any registered id such as CartPole-v1)."""
-    engine: str = "gymnasium"
+    engine: Engine = "gymnasium"
     """What steps the games: gymnasium (rlperf's own preprocessing, exact snapshots), envpool or ale-vector (C++ thread pools, Atari only)."""
     num_envs: int = 8
     """Number of environment copies stepped together (the batch of the acting forward pass)."""
@@ -32,7 +45,7 @@ class EnvConfig:
     """Atari: emulator frames per agent step (the action is repeated)."""
     max_pool: bool = True
     """Atari: max-pool the last two frames of each skip (removes sprite flicker)."""
-    resize_interpolation: str = "area"
+    resize_interpolation: ResizeInterpolation = "area"
     """Atari: how frames are shrunk to dim x dim: area (OpenCV INTER_AREA, smoothest), linear (about 7x faster) or nearest; engine envpool takes area or linear, ale-vector only its built-in area."""
     noop_max: int = 30
     """Atari: up to this many random no-op actions after each reset (0 disables)."""
@@ -56,7 +69,7 @@ class EnvConfig:
     """Fault injection: probability that an env step/reset hangs for fault_stall_time_s."""
     fault_stall_time_s: float = 60.0
     """Fault injection: how long an injected stall lasts."""
-    fault_at: str = "step"
+    fault_at: FaultSite = "step"
     """Fault injection: where faults strike: step, reset or both."""
     fault_envs: list[int] | None = None
     """Fault injection: only these envs fault (env i of the run; a runner with k envs per worker gives worker w envs w*k .. w*k+k-1), e.g. 0 or 2,3; unset = every env."""
@@ -136,7 +149,7 @@ class IMPALAConfig:
     """Learning rate (the paper's Atari value)."""
     anneal_lr: bool = True
     """Anneal the learning rate linearly to 0 over the run's step budget (as the paper does)."""
-    optimizer: str = "rmsprop"
+    optimizer: Optimizer = "rmsprop"
     """Optimizer: rmsprop (the paper's) or adam (RLlib's default for IMPALA)."""
     rmsprop_alpha: float = 0.99
     """RMSprop smoothing constant of the squared-gradient average (the paper's decay 0.99)."""
@@ -278,7 +291,7 @@ class DQNConfig:
     """Exploration: share of stop.total_timesteps over which epsilon decays linearly (ignored when exploration_steps is set)."""
     exploration_steps: int | None = None
     """Exploration: env steps over which epsilon decays linearly (003: 100000); unset = exploration_fraction x stop.total_timesteps."""
-    loss: str = "mse"
+    loss: DqnLoss = "mse"
     """TD loss: mse (003's) or huber (smooth L1, the Nature paper's error clipping)."""
     double_q: bool = False
     """Double DQN (van Hasselt et al. 2016): the online network picks the next action, the target network values it."""
@@ -296,7 +309,7 @@ class A3CConfig:
     """Steps per env in one update segment: a worker syncs from the shared model, plays this many steps, then applies one gradient step."""
     learning_rate: float = 1e-4
     """Learning rate of the shared optimizer."""
-    optimizer: str = "rmsprop"
+    optimizer: Optimizer = "rmsprop"
     """Shared optimizer: rmsprop (002's GlobalRMSprop) or adam (002's GlobalAdam); statistics live in shared memory."""
     eps: float = 1e-8
     """Optimizer epsilon."""
@@ -350,7 +363,7 @@ class RunnerConfig:
     """Pin the actor processes (decoupled runner) to these CPU ids; unset = no pinning."""
     slots_per_actor: int = 2
     """Rollout slots in shared memory per actor (decoupled runner): 2 = double buffering; more lets actors run further ahead (more lag)."""
-    precision: str = "fp32"
+    precision: Precision = "fp32"
     """Learner compute precision: fp32, bf16 (autocast; fast on CPUs with AMX and on recent GPUs, slower on some CPUs with only AVX512-BF16) or auto (a few seconds of the real learner step timed in every precision and layout on this machine, the fastest chosen, cached per machine and model, figures in the manifest)."""
     channels_last: bool = True
     """Keep conv weights and activations in channels-last layout (same results, usually faster oneDNN kernels); with precision=auto the timing chooses it too."""
@@ -394,7 +407,7 @@ class StopConfig:
     """Stop after this many seconds of training."""
     target_reward: float | None = None
     """Stop once the reward criterion below reaches this value."""
-    target_reward_metric: str = "mean100"
+    target_reward_metric: RewardMetric = "mean100"
     """Reward criterion: mean100 (mean of the last 100 true episodes), ema (003's moving average, alpha 0.98) or mean100+ema (both reach the target)."""
 
 
@@ -436,7 +449,7 @@ class RunConfig:
     """Directory under which run directories are created."""
     run_name: str | None = None
     """Run directory name under runs_root; unset = <env>__<algo>__<runner>__s<seed>__<utc time>."""
-    nan_policy: str = "raise"
+    nan_policy: NanPolicy = "raise"
     """A NaN/inf in a batch, loss, gradient or logged loss: raise (stop, save the batch), skip_update, warn, or none (no checks)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
