@@ -65,7 +65,7 @@ def loss_of_002(net, batch, cfg):
     next_v = next_value
     for t in reversed(range(T)):
         reward = batch.rewards_TN[t, 0]
-        gae = gae * cfg.gamma * cfg.tau
+        gae = gae * cfg.gamma * cfg.gae_lambda
         gae = gae + reward + cfg.gamma * next_v.detach() - value[t].detach()
         next_v = value[t]
         actor = actor + logprob[t] * gae
@@ -75,9 +75,9 @@ def loss_of_002(net, batch, cfg):
     return float(-actor + critic - cfg.ent_coef * ent)
 
 
-@pytest.mark.parametrize("tau", [1.0, 0.9])
-def test_segment_loss_is_002s(tau):
-    cfg = A3CConfig(num_local_steps=T, tau=tau)
+@pytest.mark.parametrize("gae_lambda", [1.0, 0.9])
+def test_segment_loss_is_002s(gae_lambda):
+    cfg = A3CConfig(num_local_steps=T, gae_lambda=gae_lambda)
     net = policy()
     algo = A3C(cfg, net, seed=0)
     step = FakeStep()
@@ -185,8 +185,8 @@ def test_weights_from_a_run_directory_are_verified_like_a_resume(tmp_path):
 def test_bad_values_and_pairings_are_config_errors():
     with pytest.raises(ConfigError, match="a3c.optimizer"):
         A3C(A3CConfig(optimizer="sgd"), policy(), seed=0)
-    with pytest.raises(ConfigError, match="a3c.tau"):
-        A3C(A3CConfig(tau=1.5), policy(), seed=0)
+    with pytest.raises(ConfigError, match="a3c.gae_lambda"):
+        A3C(A3CConfig(gae_lambda=1.5), policy(), seed=0)
     algo = A3C(A3CConfig(), policy(), seed=0)
     check_compatible("a3c", "hogwild", algo.data_spec)
     check_compatible("a3c", "inproc", algo.data_spec)  # synchronous A3C = A2C

@@ -139,5 +139,5 @@ def test_auto_is_refused_with_several_learners():
     with pytest.raises(ConfigError, match="precision=auto"):
         validate(cfg)
     cfg.runner.num_learners, cfg.runner.precision = 1, "fp16"
-    with pytest.raises(ConfigError, match="fp32, bf16 or auto"):
+    with pytest.raises(ConfigError, match="runner.precision must be one of fp32, bf16, auto"):
         validate(cfg)

@@ -115,7 +115,7 @@ def test_rllib_preset_is_the_thesis_configuration():
         10.0,
         1.0,
     )
-    assert (cfg.ppo.ent_coef, cfg.ppo.kl_coeff, cfg.ppo.kl_target) == (0.0, 0.2, 0.01)
+    assert (cfg.ppo.ent_coef, cfg.ppo.kl_coeff, cfg.ppo.kl_penalty_target) == (0.0, 0.2, 0.01)
 
 
 def test_pong_fast_is_the_solved_run_in_one_preset():
@@ -241,3 +241,18 @@ def test_enumerations_are_declared_once_and_agree_with_the_core() -> None:
     cfg.env.engine = "warp"  # built in code, never parsed: validation still refuses it
     with pytest.raises(ConfigError, match="env.engine must be one of gymnasium, envpool"):
         validate(cfg)
+
+
+def test_old_spellings_of_renamed_keys_are_accepted(tmp_path) -> None:
+    from rlperf.config.load import get_key, load_config_file
+
+    old = tmp_path / "config.yaml"  # a run directory written before the renames
+    old.write_text(
+        "ppo:\n  kl_target: 0.02\na3c:\n  tau: 0.9\n  eps: 1.0e-6\nimpala:\n  eps: 0.1\n"
+    )
+    cfg = load_config_file(old)
+    assert cfg.ppo.kl_penalty_target == 0.02 and cfg.a3c.gae_lambda == 0.9
+    assert cfg.a3c.optimizer_eps == 1e-6 and cfg.impala.optimizer_eps == 0.1
+    assert get_key(cfg, "a3c.tau") == 0.9
+    cfg2, _ = build_train_config(["--algo", "a3c", "a3c.tau=0.5"])
+    assert cfg2.a3c.gae_lambda == 0.5

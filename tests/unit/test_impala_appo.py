@@ -95,7 +95,7 @@ def test_data_specs_declare_lag_and_horizon():
 
 def test_rmsprop_alpha_reaches_the_optimizer():
     policy = _policy()
-    _, step = _make("impala", policy, rmsprop_alpha=0.9, eps=0.01)
+    _, step = _make("impala", policy, rmsprop_alpha=0.9, optimizer_eps=0.01)
     opt = step.optimizer
     assert isinstance(opt, torch.optim.RMSprop)
     assert (opt.param_groups[0]["alpha"], opt.param_groups[0]["eps"]) == (0.9, 0.01)

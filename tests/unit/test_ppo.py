@@ -81,7 +81,9 @@ def _rollout(T=8, N=4, obs_dim=4) -> Rollout:
 def test_update_changes_weights_anneals_lr_and_adapts_kl():
     torch.manual_seed(0)
     policy = build_model(ModelConfig(name="mlp"), (4,), 2)
-    cfg = PPOConfig(num_steps=8, num_minibatches=2, update_epochs=3, kl_coeff=0.2, kl_target=1e-9)
+    cfg = PPOConfig(
+        num_steps=8, num_minibatches=2, update_epochs=3, kl_coeff=0.2, kl_penalty_target=1e-9
+    )
     algo = PPO(cfg, policy, seed=0)
     step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"))
     before = [p.detach().clone() for p in policy.parameters()]

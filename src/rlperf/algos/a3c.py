@@ -13,7 +13,7 @@ then the update. Where the update runs is the runner's business:
 
 The loss is 002's, summed over the segment's steps (and averaged over its envs):
 
-    actor  = - sum_t A_t log pi(a_t|s_t),  A_t = GAE(gamma, tau) on the values, held fixed
+    actor  = - sum_t A_t log pi(a_t|s_t),  A_t = GAE(gamma, gae_lambda) on the values, held fixed
     critic =   sum_t (R_t - V(s_t))^2 / 2,  R_t the n-step return bootstrapped at the end
     loss   = actor + vf_coef * critic - ent_coef * sum_t H(pi(.|s_t))
 """
@@ -45,7 +45,7 @@ def check_config(cfg: A3CConfig) -> None:
     for key in (
         "num_local_steps",
         "learning_rate",
-        "eps",
+        "optimizer_eps",
         "max_grad_norm",
         "value_clip",
         "lr_drop_steps",
@@ -53,7 +53,7 @@ def check_config(cfg: A3CConfig) -> None:
         value = getattr(cfg, key)
         if value is not None and not value > 0:
             raise ConfigError(f"a3c.{key} must be positive, got {value}")
-    for key in ("gamma", "tau", "lr_drop_factor"):
+    for key in ("gamma", "gae_lambda", "lr_drop_factor"):
         value = getattr(cfg, key)
         if not 0.0 <= value <= 1.0:
             raise ConfigError(f"a3c.{key} must be between 0 and 1, got {value}")
@@ -184,7 +184,7 @@ class A3C:
         del seed  # nothing random in the update
 
     def optimizer_spec(self) -> OptimizerSpec:
-        return OptimizerSpec(self.cfg.optimizer, self.cfg.learning_rate, self.cfg.eps)
+        return OptimizerSpec(self.cfg.optimizer, self.cfg.learning_rate, self.cfg.optimizer_eps)
 
     def learning_rate(self, env_steps: int) -> float:
         """The schedule: constant, multiplied by lr_drop_factor from lr_drop_steps on."""
@@ -220,7 +220,7 @@ class A3C:
                     next_value = self.policy.value(batch.next_obs_N).float()
         value_TN = value.reshape(T, N)
 
-        # ---- advantages (GAE with tau) and n-step returns, held fixed ----
+        # ---- advantages (GAE with gae_lambda, 002's tau) and n-step returns, held fixed ----
         rewards_TN = segment_rewards(cfg, batch.rewards_TN)
         with torch.no_grad():
             advantages_TN, _ = gae(
@@ -229,7 +229,7 @@ class A3C:
                 batch.dones_TN,
                 next_value,
                 cfg.gamma,
-                cfg.tau,
+                cfg.gae_lambda,
                 batch.truncation_values_TN,
             )
             _, returns_TN = gae(

@@ -100,7 +100,7 @@ class IMPALA:
     def optimizer_spec(self) -> OptimizerSpec:
         cfg = self.cfg
         alpha = cfg.rmsprop_alpha if cfg.optimizer == "rmsprop" else None
-        return OptimizerSpec(cfg.optimizer, cfg.learning_rate, cfg.eps, alpha)
+        return OptimizerSpec(cfg.optimizer, cfg.learning_rate, cfg.optimizer_eps, alpha)
 
     def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         cfg = self.cfg

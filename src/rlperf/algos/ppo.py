@@ -207,9 +207,9 @@ class PPO:
         mean_kl = metrics.get("losses/approx_kl", 0.0)
         if self.kl_coeff > 0:
             # RLlib's adaptive KL coefficient, adjusted once per iteration.
-            if mean_kl > 2.0 * cfg.kl_target:
+            if mean_kl > 2.0 * cfg.kl_penalty_target:
                 self.kl_coeff *= 1.5
-            elif mean_kl < 0.5 * cfg.kl_target:
+            elif mean_kl < 0.5 * cfg.kl_penalty_target:
                 self.kl_coeff *= 0.5
         if cfg.lr_kl_target is not None:
             self.base_lr = adapt_learning_rate(self.base_lr, mean_kl, cfg)

@@ -189,17 +189,30 @@ def _known_keys() -> dict[str, Any]:
     return {key: hint for key, hint, _ in iter_fields()}
 
 
+KEY_ALIASES = {
+    "ppo.kl_target": "ppo.kl_penalty_target",
+    "a3c.tau": "a3c.gae_lambda",
+    "a3c.eps": "a3c.optimizer_eps",
+    "impala.eps": "impala.optimizer_eps",
+}
+"""Earlier (and other projects') spellings of keys renamed so that no two knobs are confusable
+(``kl_target`` beside ``target_kl``, ``tau`` for what everyone else calls ``gae_lambda``):
+accepted everywhere a key is read, so old presets and run directories still load."""
+
+
 def get_key(cfg: RunConfig, key: str) -> Any:
-    """The value of dotted ``key`` in ``cfg``."""
+    """The value of dotted ``key`` in ``cfg`` (old spellings in ``KEY_ALIASES`` accepted)."""
     node: Any = cfg
-    for part in key.split("."):
+    for part in KEY_ALIASES.get(key, key).split("."):
         node = getattr(node, part)
     return node
 
 
 def set_key(cfg: RunConfig, key: str, value: Any) -> None:
-    """Set dotted ``key`` (e.g. ``ppo.learning_rate``) on ``cfg``; dashes count as underscores."""
+    """Set dotted ``key`` (e.g. ``ppo.learning_rate``) on ``cfg``; dashes count as underscores,
+    and the old spellings in ``KEY_ALIASES`` mean their new keys."""
     key = key.replace("-", "_")
+    key = KEY_ALIASES.get(key, key)
     known = _known_keys()
     if key not in known:
         close = difflib.get_close_matches(key, known, n=1)

@@ -131,8 +131,8 @@ class PPOConfig:
     """Normalise advantages per minibatch."""
     kl_coeff: float = 0.0
     """Initial coefficient of the adaptive KL penalty (RLlib's kl_coeff; 0 = off)."""
-    kl_target: float = 0.01
-    """KL target of the adaptive penalty: the coefficient x1.5 above 2x target, x0.5 below target/2."""
+    kl_penalty_target: float = 0.01
+    """KL target of the adaptive penalty (RLlib's kl_target; that spelling is accepted): the coefficient x1.5 above 2x target, x0.5 below target/2."""
     target_kl: float | None = None
     """Stop the epochs of an iteration early once approx KL exceeds this; unset = never."""
 
@@ -153,8 +153,8 @@ class IMPALAConfig:
     """Optimizer: rmsprop (the paper's) or adam (RLlib's default for IMPALA)."""
     rmsprop_alpha: float = 0.99
     """RMSprop smoothing constant of the squared-gradient average (the paper's decay 0.99)."""
-    eps: float = 1e-5
-    """Optimizer epsilon; torch adds it outside the square root, to a mean (not summed) loss's gradients."""
+    optimizer_eps: float = 1e-5
+    """Optimizer epsilon (impala.eps is accepted); torch adds it outside the square root, to a mean (not summed) loss's gradients."""
     gamma: float = 0.99
     """Discount factor."""
     rho_bar: float = 1.0
@@ -311,12 +311,12 @@ class A3CConfig:
     """Learning rate of the shared optimizer."""
     optimizer: Optimizer = "rmsprop"
     """Shared optimizer: rmsprop (002's GlobalRMSprop) or adam (002's GlobalAdam); statistics live in shared memory."""
-    eps: float = 1e-8
-    """Optimizer epsilon."""
+    optimizer_eps: float = 1e-8
+    """Optimizer epsilon (a3c.eps is accepted)."""
     gamma: float = 0.99
     """Discount factor."""
-    tau: float = 1.0
-    """GAE parameter of the actor's advantages (gae_lambda; 1.0 = n-step advantages)."""
+    gae_lambda: float = 1.0
+    """GAE lambda of the actor's advantages (002's tau; a3c.tau is accepted; 1.0 = n-step advantages)."""
     ent_coef: float = 0.01
     """Entropy bonus coefficient (002's beta)."""
     vf_coef: float = 1.0
