@@ -4,6 +4,11 @@ The loop is the same for every runner: collect (``sample``), ``load``, the algor
 update (``learn``) and the weight sync (``update``), then telemetry, stop criteria and
 checkpoints. It owns the run directory; the runner owns execution; the algorithm owns
 the maths.
+
+Longer than most modules on purpose: the loop and everything that must stay consistent
+with it across a kill and a resume (checkpoint contents, the order of records and
+checkpoints, stop criteria) are read together; the manifest (telemetry/manifest.py),
+the sinks and the precision timing live elsewhere.
 """
 
 from __future__ import annotations

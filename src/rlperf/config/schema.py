@@ -4,6 +4,8 @@ Every field carries a one-line docstring right under it; ``rlperf train --help``
 from those docstrings, so they are the user documentation of each knob. Hyperparameter
 names follow the community (CleanRL / Stable-Baselines3 / RLlib): ``num_envs``,
 ``num_steps``, ``gamma``, ``gae_lambda``, ``clip_coef``, ...
+
+Long by nature: one field per knob, each with its documentation.
 """
 
 from __future__ import annotations

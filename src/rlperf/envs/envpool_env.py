@@ -25,6 +25,9 @@ step counter and the true return carry on. True game returns are summed here fro
 Knob mapping and semantic differences from :class:`~rlperf.envs.atari.AtariEnv` are tabulated
 in ``docs/engines.md``. Importing this module requires ``envpool`` (an optional dependency:
 ``pip install 'rlperf[envpool]'``).
+
+Long because both classes share the autoreset and observation handling that makes EnvPool
+interchangeable with the other engines.
 """
 
 from __future__ import annotations

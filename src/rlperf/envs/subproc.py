@@ -39,6 +39,9 @@ Layout. This module is the parent side (:class:`SubprocVectorEnv`, its clean-up 
 :func:`make_subproc_vector_env`); the code that runs inside a worker, and the pipe protocol,
 are in :mod:`rlperf.envs.subproc_worker`; the shared-memory layout and segment helpers are in
 :mod:`rlperf.envs.subproc_shm`.
+
+Long because the parent's side and the shared-memory protocol must be read together; the
+worker's side is subproc_worker.py.
 """
 
 from __future__ import annotations

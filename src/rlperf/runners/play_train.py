@@ -21,6 +21,9 @@ The play process is spawned, dies with its parent (``PR_SET_PDEATHSIG``), ignore
 fresh env seeds (``runner.restart_failed_workers``) or stops the run cleanly. Env
 snapshots are not kept (the play process runs ahead of the trainer): a resumed run starts
 new episodes, and, as with every transitions runner, refills the replay.
+
+One file although long: the play process's loop and the trainer's side speak one chunk
+protocol, and are changed together.
 """
 
 from __future__ import annotations

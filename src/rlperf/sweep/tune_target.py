@@ -68,7 +68,9 @@ def _open_study(tune: TargetTune) -> tuple[Any, Any]:
     """The study (created, or loaded and checked against ``tune.definition``) and its storage."""
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Trials are reported by rlperf itself (one line each); Optuna would add a traceback for
+    # every failed or interrupted trial.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = optuna.storages.RDBStorage(tune.storage_url)
     study = optuna.create_study(
         study_name=STUDY_NAME,

@@ -20,6 +20,8 @@ the mean of the samples taken since its previous call. Metric keys (fixed projec
 Overhead is kept small on purpose: the sampler makes only psutil, NVML and sysfs calls
 (all short, and the ctypes NVML calls release the GIL), so it steals next to no time from
 the training thread even on a 2-core machine.
+
+Long for the metric table above and one sampler per source (psutil, NVML, RAPL).
 """
 
 from __future__ import annotations
