@@ -31,7 +31,12 @@ from rlperf.models.catalog import AUTO, MODELS, build_model, resolve_model_name
 from rlperf.models.policy import ActorCritic
 from rlperf.models.rnd import RNDPolicy
 from rlperf.runners.base import Runner
-from rlperf.runners.compat import RUNNER_CAPABILITIES, check_compatible, check_engine
+from rlperf.runners.compat import (
+    RUNNER_FACTS,
+    check_compatible,
+    check_engine,
+    check_runner_options,
+)
 from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.runners.hogwild import HogwildRunner
 from rlperf.runners.inproc import InProcRunner
@@ -57,16 +62,11 @@ def _check_rnd(cfg: RunConfig) -> None:
         raise ConfigError(
             "algorithm rnd keeps its normalisers in one learner; use runner.num_learners=1"
         )
-    if cfg.runner.name not in ("inproc", "subprocess", "decoupled"):
-        # Its actors must build RNDPolicy (acting_policy); only these runners are wired so.
-        raise ConfigError(
-            f"algorithm rnd runs on runners inproc, subprocess and decoupled, not {cfg.runner.name}"
-        )
 
 
 def _rnd(cfg: RunConfig, policy: ActorCritic) -> RND:
     _check_rnd(cfg)
-    lagged = RUNNER_CAPABILITIES[cfg.runner.name][1] > 0
+    lagged = RUNNER_FACTS[cfg.runner.name].policy_lag > 0
     return RND(
         cfg.rnd,
         RNDPolicy.from_actor_critic(policy, _rnd_input_shape(cfg, policy)),
@@ -260,6 +260,7 @@ def check_names(cfg: RunConfig) -> None:
     _check_name("runner", cfg.runner.name, list(RUNNERS))
     _check_name("engine", cfg.env.engine, list(ENGINES))
     check_engine(cfg.runner.name, cfg.env.engine)
+    check_runner_options(cfg)
     if cfg.algo == "rnd":
         _check_rnd(cfg)
     check_ray_config(cfg.runner)
@@ -303,7 +304,7 @@ def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
 def make_envs(cfg: RunConfig, dim: int) -> VectorEnv | None:
     """The vector env the learner's process steps (through the runner and engine of ``cfg``);
     None for the decoupled and play-train runners, whose worker processes build their own."""
-    if cfg.runner.name in ("decoupled", "play-train", "ray", "hogwild"):
+    if RUNNER_FACTS[cfg.runner.name].builds_own_envs:
         return None
     if cfg.runner.name == "subprocess":
         from rlperf.envs.subproc import make_subproc_vector_env

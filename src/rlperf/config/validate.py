@@ -106,14 +106,6 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"env.num_envs ({env.num_envs}) must be divisible by runner.num_workers ({runner.num_workers})"
         )
-    if runner.num_learners > 1 and runner.name not in ("inproc", "subprocess"):
-        raise ConfigError(
-            f"runner.num_learners > 1 works with the inproc and subprocess runners, not {runner.name}"
-        )
-    if runner.compile and runner.name not in ("inproc", "subprocess"):
-        raise ConfigError(
-            f"runner.compile works with the inproc and subprocess runners, not {runner.name}"
-        )
     _validate_vtrace_algos(cfg)
     _validate_dqn(cfg)
     if (ppo.num_minibatches is None) == (ppo.minibatch_size is None):

@@ -1,61 +1,118 @@
-"""Which (algorithm, runner) pairs are valid, and why the others are not."""
+"""What rlperf knows about each runner, in one table, and the checks that read it.
+
+Every rule of the form "runner X cannot do Y" is a field of :class:`RunnerFacts`: the
+config checks, the registry (which envs to build, whether RND corrects for lag) and the
+tests' algorithm x runner matrix all read ``RUNNER_FACTS`` instead of lists of names.
+Adding a runner means a row here and its factory in ``registry.py``.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.types import DataSpec
 
-# runner -> (data kinds it produces, the policy lag it introduces)
-RUNNER_CAPABILITIES: dict[str, tuple[frozenset[str], int]] = {
-    # rollouts (InProcRunner), or transitions interleaved with gradient steps (TransitionsRunner)
-    "inproc": (frozenset({"rollout", "transitions"}), 0),
-    "subprocess": (frozenset({"rollout"}), 0),
+ALL_ENGINES = frozenset({"gymnasium", "envpool", "ale-vector"})
+
+
+@dataclass(frozen=True)
+class RunnerFacts:
+    """One runner's capabilities."""
+
+    data_kinds: frozenset[str]
+    """What it produces: ``rollout`` (T steps of N envs) and/or ``transitions`` (DQN's)."""
+    policy_lag: int
+    """Updates by which the acting policy may trail the learner's (0: always current)."""
+    engines: frozenset[str]
+    """Env engines it can drive."""
+    builds_own_envs: bool
+    """Its worker processes build the envs (the learner's process builds none)."""
+    data_parallel: bool = False
+    """Accepts ``runner.num_learners > 1`` (each learner runs it with its own envs)."""
+    compile: bool = False
+    """Accepts ``runner.compile`` (torch.compile where it acts and learns)."""
+    rnd: bool = False
+    """Its actors can act with RND's policy (the extra intrinsic-value head)."""
+
+
+RUNNER_FACTS: dict[str, RunnerFacts] = {
+    # rollouts, or (DQN) transitions interleaved with gradient steps in one process
+    "inproc": RunnerFacts(
+        frozenset({"rollout", "transitions"}),
+        0,
+        ALL_ENGINES,
+        builds_own_envs=False,
+        data_parallel=True,
+        compile=True,
+        rnd=True,
+    ),
+    # the C++ engines run their own thread pools: behind worker processes they would only
+    # add copies
+    "subprocess": RunnerFacts(
+        frozenset({"rollout"}),
+        0,
+        frozenset({"gymnasium"}),
+        builds_own_envs=False,
+        data_parallel=True,
+        compile=True,
+        rnd=True,
+    ),
     # at least one update behind; the runner drops rollouts above the algorithm's bound
-    "decoupled": (frozenset({"rollout"}), 1),
+    "decoupled": RunnerFacts(frozenset({"rollout"}), 1, ALL_ENGINES, True, rnd=True),
     # a worker's local copy trails the shared model by the updates other workers applied
     # during its segment (A3C's Hogwild lag)
-    "hogwild": (frozenset({"rollout"}), 1),
+    "hogwild": RunnerFacts(frozenset({"rollout"}), 1, ALL_ENGINES, True),
     # the play process acts with the weights of its last pull, updates behind the trainer
-    "play-train": (frozenset({"transitions"}), 1),
-    # synchronous (every actor acts with the current weights) when the algorithm needs lag 0,
-    # asynchronous with the algorithm's lag bound otherwise
-    "ray": (frozenset({"rollout"}), 0),
+    "play-train": RunnerFacts(frozenset({"transitions"}), 1, ALL_ENGINES, True),
+    # synchronous (every actor acts with the current weights) when the algorithm needs lag
+    # 0, asynchronous with the algorithm's lag bound otherwise
+    "ray": RunnerFacts(frozenset({"rollout"}), 0, ALL_ENGINES, True),
 }
 
-# runner -> engines it can drive. The C++ engines run their own thread pools in the calling
-# process; putting them behind worker processes would only add copies.
-RUNNER_ENGINES: dict[str, frozenset[str]] = {
-    "inproc": frozenset({"gymnasium", "envpool", "ale-vector"}),
-    "subprocess": frozenset({"gymnasium"}),
-    # each actor process steps its share of the envs with any engine
-    "decoupled": frozenset({"gymnasium", "envpool", "ale-vector"}),
-    # each hogwild worker steps its share of the envs with any engine
-    "hogwild": frozenset({"gymnasium", "envpool", "ale-vector"}),
-    # the play process steps the envs with any engine
-    "play-train": frozenset({"gymnasium", "envpool", "ale-vector"}),
-    # each Ray actor steps its share of the envs with any engine
-    "ray": frozenset({"gymnasium", "envpool", "ale-vector"}),
-}
+
+def _names(fact: str) -> str:
+    """The runners with ``fact``, as prose: ``inproc, subprocess and decoupled``."""
+    names = [n for n, f in RUNNER_FACTS.items() if getattr(f, fact)]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def check_engine(runner: str, engine: str) -> None:
     """Raise ConfigError when ``runner`` cannot drive env ``engine``."""
-    if engine not in RUNNER_ENGINES[runner]:
+    engines = RUNNER_FACTS[runner].engines
+    if engine not in engines:
         raise ConfigError(
             f"runner {runner} cannot drive engine {engine}: {engine} steps its envs in its own "
-            f"threads; use --runner inproc (engines for {runner}: {', '.join(sorted(RUNNER_ENGINES[runner]))})"
+            f"threads; use --runner inproc (engines for {runner}: {', '.join(sorted(engines))})"
         )
+
+
+def check_runner_options(cfg: RunConfig) -> None:
+    """Raise ConfigError when ``cfg`` asks its runner for something it does not do."""
+    runner = cfg.runner
+    facts = RUNNER_FACTS[runner.name]
+    if runner.num_learners > 1 and not facts.data_parallel:
+        raise ConfigError(
+            f"runner.num_learners > 1 works with the {_names('data_parallel')} runners, not {runner.name}"
+        )
+    if runner.compile and not facts.compile:
+        raise ConfigError(
+            f"runner.compile works with the {_names('compile')} runners, not {runner.name}"
+        )
+    if cfg.algo == "rnd" and not facts.rnd:
+        raise ConfigError(f"algorithm rnd runs on runners {_names('rnd')}, not {runner.name}")
 
 
 def check_compatible(algo: str, runner: str, spec: DataSpec) -> None:
     """Raise ConfigError when ``runner`` cannot feed ``algo`` the data it declares."""
-    kinds, lag = RUNNER_CAPABILITIES[runner]
-    if spec.kind not in kinds:
+    facts = RUNNER_FACTS[runner]
+    if spec.kind not in facts.data_kinds:
         raise ConfigError(
-            f"runner {runner} produces {', '.join(sorted(kinds))} data but algorithm {algo} needs {spec.kind}"
+            f"runner {runner} produces {', '.join(sorted(facts.data_kinds))} data but algorithm {algo} needs {spec.kind}"
         )
-    if lag > spec.max_policy_lag:
+    if facts.policy_lag > spec.max_policy_lag:
         raise ConfigError(
-            f"runner {runner} acts with a policy up to {lag} updates old; algorithm {algo} tolerates "
-            f"{spec.max_policy_lag} (use an algorithm that corrects for lag, e.g. with V-trace)"
+            f"runner {runner} acts with a policy up to {facts.policy_lag} updates old; algorithm "
+            f"{algo} tolerates {spec.max_policy_lag} (use an algorithm that corrects for lag, e.g. with V-trace)"
         )
