@@ -13,10 +13,7 @@ pipe, which its restart replaces.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
-import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,10 +21,11 @@ from multiprocessing.connection import Connection
 
 import torch
 
-from rlperf.core.resources import apply_cpu_resources, die_with_parent
+from rlperf.core.resources import apply_cpu_resources
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.models.policy import ActorCritic
+from rlperf.runners.child import run_child, say_hello, wait_for_free_slot
 from rlperf.runners.collector import RolloutCollector
 from rlperf.runners.shared_memory import RolloutSlots, SharedPolicyWeights
 from rlperf.telemetry.timers import PhaseTimer
@@ -71,15 +69,7 @@ class RolloutReport:
 
 def actor_main(setup: ActorSetup, conn: Connection) -> None:
     """Entry point of an actor process."""
-    die_with_parent()
-    try:
-        _run(setup, conn)
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass  # the learner is gone or closed our pipe: nothing left to do
-    except Exception as exc:  # reported to the learner, which names this actor
-        with contextlib.suppress(OSError):
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        raise SystemExit(1) from None
+    run_child(_run, setup, conn)
 
 
 def _run(setup: ActorSetup, conn: Connection) -> None:
@@ -92,19 +82,7 @@ def _run(setup: ActorSetup, conn: Connection) -> None:
         if setup.channels_last:
             policy.to(memory_format=torch.channels_last)
         policy.eval()
-        conn.send(
-            (
-                "hello",
-                {
-                    "role": "actor",
-                    "index": setup.index,
-                    "pid": os.getpid(),
-                    "torch_threads": torch.get_num_threads(),
-                    "cpu_affinity": sorted(os.sched_getaffinity(0)),
-                    "device": setup.device,
-                },
-            )
-        )
+        say_hello(conn, "actor", setup.index, setup.device)
         free = deque(setup.slot_ids)
         while conn.recv()[0] != "start":
             pass
@@ -115,11 +93,8 @@ def _run(setup: ActorSetup, conn: Connection) -> None:
         timer = PhaseTimer()
         while True:
             with timer.phase("slot_wait"):
-                while not free or conn.poll():
-                    message = conn.recv()
-                    if message[0] == "stop":
-                        return
-                    free.append(message[1])
+                if not wait_for_free_slot(conn, free):
+                    return
             slot = free.popleft()
             with timer.phase("weight_sync"):
                 version = setup.weights.pull(policy, version)

@@ -11,26 +11,23 @@ Protocol over each process's own pipe (small messages only; weights live in shar
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
-import os
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
 
 import numpy as np
 import torch
 
 from rlperf.core.protocols import Algorithm
-from rlperf.core.resources import apply_cpu_resources, die_with_parent
+from rlperf.core.resources import apply_cpu_resources
 from rlperf.core.shared_optim import HogwildGradientStep, SharedOptimizer
 from rlperf.core.types import Progress, Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.models.recurrent import RecurrentActorCritic, RecurrentRollout, reset_ended
+from rlperf.runners.child import run_child, say_hello
 from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.timers import PhaseTimer
 
@@ -72,39 +69,14 @@ class SegmentReport:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _resources(setup: WorkerSetup, role: str) -> dict[str, Any]:
-    return {
-        "role": role,
-        "index": setup.index,
-        "pid": os.getpid(),
-        "torch_threads": torch.get_num_threads(),
-        "cpu_affinity": sorted(os.sched_getaffinity(0)),
-        "device": "cpu",
-    }
-
-
-def _guarded(
-    run: Callable[[WorkerSetup, Connection], None], setup: WorkerSetup, conn: Connection
-) -> None:
-    die_with_parent()
-    try:
-        run(setup, conn)
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass  # the driver is gone or closed our pipe: nothing left to do
-    except Exception as exc:  # reported to the driver, which names this process
-        with contextlib.suppress(OSError):
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        raise SystemExit(1) from None
-
-
 def worker_main(setup: WorkerSetup, conn: Connection) -> None:
     """Entry point of a learning worker."""
-    _guarded(_learn, setup, conn)
+    run_child(_learn, setup, conn)
 
 
 def evaluator_main(setup: WorkerSetup, conn: Connection) -> None:
     """Entry point of the greedy evaluation process."""
-    _guarded(_evaluate, setup, conn)
+    run_child(_evaluate, setup, conn)
 
 
 def _empty_rollout(envs: VectorEnv, horizon: int) -> Rollout:
@@ -174,7 +146,7 @@ def _learn(setup: WorkerSetup, conn: Connection) -> None:
     step = HogwildGradientStep(local, shared, setup.optimizer, owns_learning_rate=False)
     envs = setup.make_envs()
     try:
-        conn.send(("hello", _resources(setup, "worker")))
+        say_hello(conn, "worker", setup.index, "cpu")
         if not _wait_for_start(conn):
             return
         step.sync_local()
@@ -226,7 +198,7 @@ def _evaluate(setup: WorkerSetup, conn: Connection) -> None:
     local = copy.deepcopy(shared)
     envs = setup.make_envs()
     try:
-        conn.send(("hello", _resources(setup, "evaluator")))
+        say_hello(conn, "evaluator", setup.index, "cpu")
         if not _wait_for_start(conn):
             return
         obs = envs.reset(setup.env_seed)

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import sys
-import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,9 +44,10 @@ import torch.multiprocessing as torch_mp
 from rlperf.config.schema import RunnerConfig
 from rlperf.core.errors import describe_exit
 from rlperf.core.protocols import Behaviour, OffPolicyAlgorithm
-from rlperf.core.resources import apply_cpu_resources, children_ignore_sigint, die_with_parent
+from rlperf.core.resources import apply_cpu_resources, children_ignore_sigint
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
+from rlperf.runners.child import run_child, say_hello, wait_for_free_slot
 from rlperf.runners.decoupled import ActorError, rollout_timeout
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.inproc import resolve_device
@@ -131,15 +130,7 @@ def play_main(setup: PlaySetup, conn: Connection) -> None:
     are published, ``("free", chunk)``, ``("stop",)``; play -> trainer ``("hello",
     resources)``, ``("full", ChunkReport)``, ``("error", message, traceback)``.
     """
-    die_with_parent()
-    try:
-        _play(setup, conn)
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass  # the trainer is gone or closed our pipe
-    except Exception as exc:  # reported to the trainer, which names this process
-        with contextlib.suppress(OSError):
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        raise SystemExit(1) from None
+    run_child(_play, setup, conn)
 
 
 def _play(setup: PlaySetup, conn: Connection) -> None:
@@ -151,19 +142,7 @@ def _play(setup: PlaySetup, conn: Connection) -> None:
         network = behaviour.network.to(device)
         if setup.channels_last:
             network.to(memory_format=torch.channels_last)
-        conn.send(
-            (
-                "hello",
-                {
-                    "role": "play",
-                    "index": 0,
-                    "pid": os.getpid(),
-                    "torch_threads": torch.get_num_threads(),
-                    "cpu_affinity": sorted(os.sched_getaffinity(0)),
-                    "device": setup.device,
-                },
-            )
-        )
+        say_hello(conn, "play", 0, setup.device)
         free = deque(setup.chunk_ids)
         while True:
             message = conn.recv()
@@ -179,11 +158,8 @@ def _play(setup: PlaySetup, conn: Connection) -> None:
         version, timer = -1, PhaseTimer()
         while True:
             with timer.phase("slot_wait"):
-                while not free or conn.poll():
-                    message = conn.recv()
-                    if message[0] == "stop":
-                        return
-                    free.append(message[1])
+                if not wait_for_free_slot(conn, free):
+                    return
             c = free.popleft()
             with timer.phase("weight_sync"):
                 version = setup.weights.pull(network, version)

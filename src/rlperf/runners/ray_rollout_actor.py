@@ -15,7 +15,6 @@ the weights of the call, i.e. the learner's current ones; a replacement of a fai
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from rlperf.core.resources import apply_cpu_resources
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
+from rlperf.runners.child import process_resources
 from rlperf.runners.collector import RolloutCollector
 from rlperf.runners.env_slice import EnvSliceFactory
 from rlperf.telemetry.timers import PhaseTimer
@@ -138,16 +138,13 @@ class RolloutActor:
         )
         self.version = -1
         self.timer = PhaseTimer()
-        self._info = {
-            "role": "actor",
-            "index": setup.index,
-            "pid": os.getpid(),
-            "torch_threads": torch.get_num_threads(),
-            "cpu_affinity": sorted(os.sched_getaffinity(0)),
-            "device": setup.device,
-            "incarnation": setup.incarnation,
+        self._info = process_resources(
+            "actor",
+            setup.index,
+            setup.device,
+            incarnation=setup.incarnation,
             **node_of_this_process(ray),
-        }
+        )
 
     def info(self) -> dict[str, Any]:
         """Where this actor runs; also the driver's way to wait until it is built."""

@@ -1,0 +1,68 @@
+"""The child's side of every runner's worker processes, written once.
+
+Actor processes (decoupled runner), Hogwild workers and their evaluator, and the play
+process (play-train runner) all start the same way and end the same way: they die with
+their parent, report the resources they got in a ``("hello", resources)`` message, and
+turn any exception into an ``("error", message, traceback)`` message that the parent
+names the process with, then exit 1. The Ray actors report the same resources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from collections import deque
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any, TypeVar
+
+import torch
+
+from rlperf.core.resources import die_with_parent
+
+Setup = TypeVar("Setup")
+
+
+def run_child(body: Callable[[Setup, Connection], None], setup: Setup, conn: Connection) -> None:
+    """Run ``body(setup, conn)`` as a worker process's whole life (see the module doc)."""
+    die_with_parent()
+    try:
+        body(setup, conn)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the parent is gone or closed our pipe: nothing left to do
+    except Exception as exc:  # reported to the parent, which names this process
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        raise SystemExit(1) from None
+
+
+def process_resources(role: str, index: int, device: str, **extra: Any) -> dict[str, Any]:
+    """What this process got: its role and index, pid, torch threads, CPUs and device (the
+    manifest's ``resources.processes`` entry)."""
+    return {
+        "role": role,
+        "index": index,
+        "pid": os.getpid(),
+        "torch_threads": torch.get_num_threads(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+        "device": device,
+        **extra,
+    }
+
+
+def say_hello(conn: Connection, role: str, index: int, device: str) -> None:
+    """Tell the parent this process is ready, and what it got."""
+    conn.send(("hello", process_resources(role, index, device)))
+
+
+def wait_for_free_slot(conn: Connection, free: deque[int]) -> bool:
+    """Take the parent's messages until a slot (or chunk) is free to fill: ``("free", id)``
+    adds to ``free``, ``("stop",)`` returns False. Messages already waiting are read first,
+    so a stop is never missed behind free slots."""
+    while not free or conn.poll():
+        message = conn.recv()
+        if message[0] == "stop":
+            return False
+        free.append(message[1])
+    return True
