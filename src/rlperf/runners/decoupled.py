@@ -38,6 +38,7 @@ from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor import ActorSetup, RolloutReport, actor_main
+from rlperf.runners.actor_stats import ActorStats
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.inproc import resolve_device
 from rlperf.runners.shared_memory import (
@@ -125,9 +126,7 @@ class DecoupledRunner:
         self._ready: deque[RolloutReport] = deque()  # filled slots not consumed yet
         self._held: list[int] = []  # slots the current batch reads without a copy
         self._started = False
-        self._dropped = 0  # in the last batch
-        self._lags: list[int] = []
-        self._actor_steps_per_s = 0.0
+        self.stats = ActorStats(self.max_policy_lag)
         self.worker_restarts = 0
         self.resources: dict[int, dict[str, Any]] = {}
         self._ctx = torch_mp.get_context("spawn")
@@ -276,21 +275,17 @@ class DecoupledRunner:
             self._release(slot)
         self._held = []
         reports: list[RolloutReport] = []
-        self._lags, dropped = [], 0
+        self.stats.start_batch()
         with timer.phase("queue_wait"):
             while len(reports) < len(self.actors):
                 if not self._ready:
                     self._receive()
                     continue
                 report = self._ready.popleft()
-                lag = self.weights.version - report.policy_version
-                if lag > self.max_policy_lag:
+                if not self.stats.accept(self.weights.version - report.policy_version):
                     self._release(report.slot)
-                    dropped += 1
                     continue
-                self._lags.append(lag)
                 reports.append(report)
-        self._dropped = dropped
         if len(reports) == 1:
             batch = self.slots[reports[0].slot]  # read in place; released next time
             self._held = [reports[0].slot]
@@ -311,8 +306,7 @@ class DecoupledRunner:
             busy.append(
                 r.seconds["env_step"] + r.seconds["policy_forward"] + r.seconds["weight_sync"]
             )
-        steps = batch.num_steps * batch.num_envs
-        self._actor_steps_per_s = steps / (sum(busy) / len(busy)) if sum(busy) > 0 else 0.0
+        self.stats.time_actors(batch.num_steps * batch.num_envs, busy)
         episodes = [e for r in reports for e in r.episodes]
         return batch, episodes
 
@@ -327,10 +321,7 @@ class DecoupledRunner:
         return {
             "sys/live_workers": float(live),
             "sys/worker_restarts": float(self.worker_restarts),
-            "perf/policy_lag": float(np.mean(self._lags)) if self._lags else 0.0,
-            "perf/policy_lag_max": float(max(self._lags, default=0)),
-            "perf/rollouts_dropped": float(self._dropped),
-            "perf/actor_steps_per_s": self._actor_steps_per_s,
+            **self.stats.metrics(),
         }
 
     def process_resources(self) -> list[dict[str, Any]]:

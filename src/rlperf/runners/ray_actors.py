@@ -43,7 +43,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from rlperf.config.schema import RunnerConfig
@@ -52,6 +51,7 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
+from rlperf.runners.actor_stats import ActorStats
 from rlperf.runners.decoupled import (
     ROLLOUT_TIMEOUT_S,
     ActorError,
@@ -125,9 +125,7 @@ class RayRunner:
         self._weights_ref: Any = None
         self._started = False
         self._batches: dict[int, Rollout] = {}  # gather buffers by number of rollouts
-        self._dropped = 0
-        self._lags: list[int] = []
-        self._actor_steps_per_s = 0.0
+        self.stats = ActorStats(self.max_policy_lag)
         self.worker_restarts = 0
         self.timeout_s = rollout_timeout(cfg)
         self.actors: list[_Actor] = []
@@ -290,7 +288,7 @@ class RayRunner:
             for actor in self._live():
                 self._submit(actor)
         reports: list[tuple[_Actor, RayRollout]] = []
-        self._lags, dropped = [], 0
+        self.stats.start_batch()
         with timer.phase("queue_wait"):
             while len(reports) < len(self._live()):
                 pending = [a for a in self._live() if a.inflight is not None]
@@ -300,13 +298,8 @@ class RayRunner:
                 actor, result = received
                 if self.asynchronous:
                     self._submit(actor)  # acting goes on while the learner learns
-                lag = self.version - result.policy_version
-                if lag > self.max_policy_lag:
-                    dropped += 1
-                    continue
-                self._lags.append(lag)
-                reports.append(received)
-        self._dropped = dropped
+                if self.stats.accept(self.version - result.policy_version):
+                    reports.append(received)
         if not self.asynchronous:
             reports.sort(key=lambda r: r[0].index)  # the same env order every iteration
         with timer.phase("copy"):
@@ -323,8 +316,7 @@ class RayRunner:
                 timer.add(name, r.seconds[name])
             timer.add("actor_weight_sync", r.seconds["weight_sync"])
             busy.append(sum(r.seconds.values()))
-        steps = batch.num_steps * batch.num_envs
-        self._actor_steps_per_s = steps / (sum(busy) / len(busy)) if sum(busy) > 0 else 0.0
+        self.stats.time_actors(batch.num_steps * batch.num_envs, busy)
         episodes = [e for _, r in reports for e in r.episodes]
         return batch, episodes
 
@@ -343,10 +335,7 @@ class RayRunner:
             "sys/nodes": float(len(per_node)),
             "sys/actors_per_node_min": float(min(per_node.values(), default=0)),
             "sys/actors_per_node_max": float(max(per_node.values(), default=0)),
-            "perf/policy_lag": float(np.mean(self._lags)) if self._lags else 0.0,
-            "perf/policy_lag_max": float(max(self._lags, default=0)),
-            "perf/rollouts_dropped": float(self._dropped),
-            "perf/actor_steps_per_s": self._actor_steps_per_s,
+            **self.stats.metrics(),
         }
 
     def actors_per_node(self) -> dict[str, int]:
