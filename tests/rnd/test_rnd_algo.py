@@ -89,6 +89,27 @@ def test_first_iterations_only_initialise_the_observation_normaliser():
     assert "losses/policy_loss" in metrics and metrics["charts/int_reward_mean"] > 0
 
 
+def test_target_kl_and_value_clipping_work_as_in_ppo():
+    """RND learns with the PPO family's helper, so PPO's knobs mean the same here."""
+    gen = torch.Generator().manual_seed(2)
+    pool = torch.randn(64, OBS_DIM, generator=gen)
+    runs = {}
+    for name, change in {
+        "plain": {},
+        "target_kl": {"target_kl": 1e-12, "learning_rate": 1e-2},
+        "vf_clip": {"vf_clip_coef": 1e-6},
+    }.items():
+        algo = _algo(cfg=dataclasses.replace(CFG, num_init_steps=0, **change))
+        step = _step(algo)
+        data = _rollout(algo, pool, torch.Generator().manual_seed(3))
+        algo.update(data, step, PROGRESS)  # the first iteration learns: no init steps
+        runs[name] = algo.update(data, step, PROGRESS)
+    assert runs["plain"]["losses/minibatches"] == CFG.update_epochs * CFG.num_minibatches
+    assert runs["target_kl"]["losses/minibatches"] < runs["plain"]["losses/minibatches"]
+    # With the new values held within 1e-6 of the old, the clipped error is the larger one.
+    assert runs["vf_clip"]["losses/value_loss"] >= runs["plain"]["losses/value_loss"] * 0.99
+
+
 def test_vtrace_targets_equal_gae_returns_without_lag():
     """Behaviour == target and rho_bar = c_bar = 1: V-trace(lambda) targets are GAE(lambda)
     returns, on both streams (the intrinsic one without episode ends)."""

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from rlperf.algos.ppo import PPO, ppo_loss
+from rlperf.algos.ppo import PPO
+from rlperf.algos.surrogate import ppo_loss
 from rlperf.config.schema import ModelConfig, PPOConfig
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout

@@ -1,7 +1,7 @@
 """Asynchronous PPO (RLlib's APPO): PPO's clipped surrogate on V-trace advantages.
 
 Reads top to bottom: the data it needs, the V-trace targets computed once per iteration,
-then PPO's epochs of minibatch updates with PPO's loss (:func:`rlperf.algos.ppo.ppo_loss`).
+then PPO's epochs of minibatch updates with PPO's loss (:func:`rlperf.algos.surrogate.ppo_loss`).
 
 The data come from a behaviour policy mu that may trail the learner by up to
 ``max_policy_lag`` updates. At the start of an iteration the current policy, pi_old, is the
@@ -33,9 +33,9 @@ import torch
 
 from rlperf.algos.impala import importance_stats
 from rlperf.algos.metrics import explained_variance
-from rlperf.algos.ppo import SurrogateBatch, surrogate_epochs
 from rlperf.algos.returns import vtrace
-from rlperf.config.schema import APPOConfig, PPOConfig
+from rlperf.algos.surrogate import SurrogateBatch, SurrogateSettings, surrogate_epochs
+from rlperf.config.schema import APPOConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.types import DataSpec, Progress, Rollout
 from rlperf.models.policy import ActorCritic
@@ -56,19 +56,9 @@ class APPO:
             needs_value=False,
             max_policy_lag=cfg.max_policy_lag,
         )
-        # surrogate_epochs reads its knobs from a PPOConfig: the same loss, value clipping off
-        # (as in RLlib's APPO; v_s is already a corrected target, not the old prediction).
-        self.loss_cfg = PPOConfig(
-            update_epochs=cfg.update_epochs,
-            max_grad_norm=cfg.max_grad_norm,
-            target_kl=None,
-            clip_coef=cfg.clip_coef,
-            norm_adv=cfg.norm_adv,
-            ent_coef=cfg.ent_coef,
-            vf_coef=cfg.vf_coef,
-            vf_clip_coef=None,
-            vf_loss_clip=None,
-        )
+        # PPO's loss without value clipping (as in RLlib's APPO: v_s is already a corrected
+        # target, not the old prediction); APPOConfig has no such knob.
+        self.settings = SurrogateSettings.of(cfg)
         # A private generator for minibatch shuffling, checkpointed as in PPO so a resumed
         # run draws the same permutations as an uninterrupted one.
         self.generator = torch.Generator().manual_seed(seed)
@@ -111,7 +101,7 @@ class APPO:
         # ---- PPO's epochs of shuffled minibatches, on V-trace advantages and targets ----
         data = SurrogateBatch(obs_B, actions_B, old_logprob_B, old_value_B, advantages_B, vs_B)
         metrics = surrogate_epochs(
-            self.loss_cfg, self.policy, step, self.generator, data, max(B // cfg.num_minibatches, 1)
+            self.settings, self.policy, step, self.generator, data, max(B // cfg.num_minibatches, 1)
         )
         metrics.update({f"losses/{k}": float(v) for k, v in lag_stats.items()})
         metrics.update(

@@ -9,66 +9,17 @@ around the old prediction, advantage normalisation, learning-rate annealing) and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from rlperf.algos.metrics import explained_variance
 from rlperf.algos.returns import gae
+from rlperf.algos.surrogate import SurrogateBatch, SurrogateSettings, surrogate_epochs
 from rlperf.config.schema import PPOConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.types import DataSpec, Progress, Rollout
 from rlperf.models.policy import ActorCritic
-
-
-def ppo_loss(
-    cfg: PPOConfig,
-    new_logprob: torch.Tensor,
-    entropy: torch.Tensor,
-    new_value: torch.Tensor,
-    old_logprob: torch.Tensor,
-    old_value: torch.Tensor,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
-    kl_coeff: float,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The PPO loss on one minibatch and its parts (detached), all 1-D tensors of equal length."""
-    logratio = new_logprob - old_logprob
-    ratio = logratio.exp()
-    if cfg.norm_adv:
-        # Per minibatch, as in the PPO paper's Atari runs (and CleanRL / SB3).
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-
-    # Clipped surrogate: the pessimistic bound of the two objectives (as a loss, the max).
-    pg_loss = torch.max(
-        -advantages * ratio,
-        -advantages * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef),
-    ).mean()
-
-    value_error = (new_value - returns) ** 2
-    if cfg.vf_clip_coef is not None:
-        clipped = old_value + (new_value - old_value).clamp(-cfg.vf_clip_coef, cfg.vf_clip_coef)
-        value_error = torch.max(value_error, (clipped - returns) ** 2)
-    if cfg.vf_loss_clip is not None:
-        value_error = value_error.clamp(max=cfg.vf_loss_clip)
-    v_loss = 0.5 * value_error.mean()
-
-    entropy_mean = entropy.mean()
-    # k3 estimator of KL(old || new) (Schulman 2020): unbiased, non-negative, differentiable.
-    approx_kl = ((ratio - 1) - logratio).mean()
-    loss = pg_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * v_loss
-    if kl_coeff > 0:
-        loss = loss + kl_coeff * approx_kl
-    with torch.no_grad():
-        parts = {
-            "policy_loss": pg_loss.detach(),
-            "value_loss": v_loss.detach(),
-            "entropy": entropy_mean.detach(),
-            "approx_kl": approx_kl.detach(),
-            "clipfrac": ((ratio - 1).abs() > cfg.clip_coef).float().mean(),
-        }
-    return loss, parts
 
 
 def adapt_learning_rate(lr: float, mean_kl: float, cfg: PPOConfig) -> float:
@@ -85,71 +36,6 @@ def adapt_learning_rate(lr: float, mean_kl: float, cfg: PPOConfig) -> float:
     return min(max(lr, cfg.lr_min), cfg.lr_max)
 
 
-@dataclass
-class SurrogateBatch:
-    """Flat (B,) tensors the clipped-surrogate epochs learn from (obs: (B, *obs_shape))."""
-
-    obs: torch.Tensor
-    actions: torch.Tensor
-    old_logprob: torch.Tensor
-    old_value: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
-
-
-def surrogate_epochs(
-    loss_cfg: PPOConfig,
-    policy: ActorCritic,
-    step: GradientStep,
-    generator: torch.Generator,
-    data: SurrogateBatch,
-    mb_size: int,
-    kl_coeff: float = 0.0,
-) -> dict[str, float]:
-    """``loss_cfg.update_epochs`` passes of shuffled minibatch steps on :func:`ppo_loss`.
-
-    Shared by PPO (GAE advantages) and APPO (V-trace advantages). Stops early once a
-    minibatch's approx KL exceeds ``loss_cfg.target_kl``. Returns the mean loss parts, the
-    mean gradient norm and the number of minibatches, as ``losses/...`` metrics.
-    """
-    B = data.actions.shape[0]
-    totals: dict[str, torch.Tensor] = {}
-    grad_norms: list[float] = []
-    for _epoch in range(loss_cfg.update_epochs):
-        perm = torch.randperm(B, generator=generator).to(data.obs.device)
-        # Trailing samples that do not fill a minibatch are skipped this epoch; the
-        # shuffle changes every epoch, so each sample is used in expectation.
-        for start in range(0, B - mb_size + 1, mb_size):
-            idx = perm[start : start + mb_size]
-            with step.autocast():
-                new_logprob, entropy, new_value = policy.evaluate(data.obs[idx], data.actions[idx])
-            loss, parts = ppo_loss(
-                loss_cfg,
-                new_logprob,
-                entropy,
-                new_value,
-                data.old_logprob[idx],
-                data.old_value[idx],
-                data.advantages[idx],
-                data.returns[idx],
-                kl_coeff,
-            )
-            grad_norms.append(step(loss, loss_cfg.max_grad_norm))
-            for k, v in parts.items():
-                totals[k] = totals.get(k, 0.0) + v
-            if loss_cfg.target_kl is not None and float(parts["approx_kl"]) > loss_cfg.target_kl:
-                return _epoch_metrics(totals, grad_norms)
-    return _epoch_metrics(totals, grad_norms)
-
-
-def _epoch_metrics(totals: dict[str, torch.Tensor], grad_norms: list[float]) -> dict[str, float]:
-    n = max(len(grad_norms), 1)
-    metrics = {f"losses/{k}": float(v) / n for k, v in totals.items()}
-    metrics["losses/grad_norm"] = sum(grad_norms) / n
-    metrics["losses/minibatches"] = float(len(grad_norms))
-    return metrics
-
-
 class PPO:
     """PPO over rollouts produced by any on-policy runner."""
 
@@ -160,6 +46,7 @@ class PPO:
         self.base_lr = cfg.learning_rate
         """The learning rate before annealing: fixed, or adapted to the KL (lr_kl_target)."""
         self.data_spec = DataSpec(kind="rollout", horizon=cfg.num_steps)
+        self.settings = SurrogateSettings.of(cfg)
         # A private generator for minibatch shuffling: its state is checkpointed, so a
         # resumed run draws the same permutations as an uninterrupted one.
         self.generator = torch.Generator().manual_seed(seed)
@@ -202,8 +89,9 @@ class PPO:
             obs_B, actions_B, logprobs_B, values_B, advantages_B, returns_TN.reshape(B)
         )
         metrics = surrogate_epochs(
-            cfg, self.policy, step, self.generator, data, self.minibatch_size(B), self.kl_coeff
-        )
+            self.settings, self.policy, step, self.generator, data, self.minibatch_size(B),
+            self.kl_coeff,
+        )  # fmt: skip
         mean_kl = metrics.get("losses/approx_kl", 0.0)
         if self.kl_coeff > 0:
             # RLlib's adaptive KL coefficient, adjusted once per iteration.

@@ -38,6 +38,12 @@ from rlperf.algos.impala import importance_stats
 from rlperf.algos.metrics import explained_variance
 from rlperf.algos.returns import gae, vtrace
 from rlperf.algos.running_stats import DiscountedReturnFilter, RunningMeanStd
+from rlperf.algos.surrogate import (
+    SurrogateSettings,
+    clipped_surrogate,
+    minibatch_epochs,
+    value_error,
+)
 from rlperf.config.schema import RNDConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import GradientStep, OptimizerSpec
@@ -102,6 +108,7 @@ class RND:
         # Minibatch shuffling and the predictor's sample mask: checkpointed, so a resumed run
         # draws the same numbers as an uninterrupted one.
         self.generator = torch.Generator().manual_seed(seed)
+        self.settings = SurrogateSettings.of(cfg)
 
     def optimizer_spec(self) -> OptimizerSpec:
         return OptimizerSpec("adam", self.cfg.learning_rate, self.cfg.adam_eps)
@@ -184,8 +191,8 @@ class RND:
 
         # ---- PPO epochs; the predictor learns in the same steps ----
         metrics = self._epochs(
-            obs_B, actions_B, old_logprob_B, advantages_B, ext_ret_B, int_ret_B,
-            next_frames_B, step, mb_size,
+            obs_B, actions_B, old_logprob_B, advantages_B, (old_ext_B, old_int_B),
+            (ext_ret_B, int_ret_B), next_frames_B, step, mb_size,
         )  # fmt: skip
         if self.use_vtrace:
             stats = importance_stats(batch.logprobs_TN.reshape(B), old_logprob_B, cfg.rho_bar)
@@ -248,92 +255,54 @@ class RND:
         actions_B: torch.Tensor,
         old_logprob_B: torch.Tensor,
         advantages_B: torch.Tensor,
-        ext_ret_B: torch.Tensor,
-        int_ret_B: torch.Tensor,
+        old_values: tuple[torch.Tensor, torch.Tensor],
+        returns: tuple[torch.Tensor, torch.Tensor],
         next_frames_B: torch.Tensor,
         step: GradientStep,
         mb_size: int,
     ) -> dict[str, float]:
-        cfg = self.cfg
-        B = actions_B.shape[0]
+        """PPO's minibatch epochs (the family's helper) on RND's loss: the clipped surrogate
+        on the combined advantage, both value heads, and the predictor's distillation."""
+        cfg, settings = self.cfg, self.settings
+        (old_ext_B, old_int_B), (ext_ret_B, int_ret_B) = old_values, returns
         device = obs_B.device
-        totals: dict[str, float] = {}
-        grad_norms: list[float] = []
-        for _epoch in range(cfg.update_epochs):
-            perm = torch.randperm(B, generator=self.generator).to(device)
-            # Trailing samples that do not fill a minibatch are skipped this epoch; the
-            # shuffle changes every epoch, so each sample is used in expectation.
-            for start in range(0, B - mb_size + 1, mb_size):
-                idx = perm[start : start + mb_size]
-                # Only a share of samples trains the predictor, so with many envs it does
-                # not learn faster than the policy finds new states (the paper's 0.25 at 128 envs).
-                mask = (torch.rand(mb_size, generator=self.generator) < cfg.update_proportion).to(
-                    device, torch.float32
-                )
-                with step.autocast():
-                    logprob, entropy, v_ext, v_int = self.policy.evaluate_both(
-                        obs_B[idx], actions_B[idx]
-                    )
-                    prediction, target = self.policy.rnd(self.normalise(next_frames_B[idx]))
-                loss, parts = self._loss(
-                    logprob, entropy, v_ext, v_int, old_logprob_B[idx], advantages_B[idx],
-                    ext_ret_B[idx], int_ret_B[idx], prediction, target, mask,
-                )  # fmt: skip
-                grad_norms.append(step(loss, cfg.max_grad_norm))
-                for k, v in parts.items():
-                    totals[k] = totals.get(k, 0.0) + float(v)
-        n = max(len(grad_norms), 1)
-        metrics = {f"losses/{k}": v / n for k, v in totals.items()}
-        metrics["losses/grad_norm"] = sum(grad_norms) / n
-        metrics["losses/minibatches"] = float(len(grad_norms))
-        return metrics
 
-    def _loss(
-        self,
-        logprob: torch.Tensor,
-        entropy: torch.Tensor,
-        v_ext: torch.Tensor,
-        v_int: torch.Tensor,
-        old_logprob: torch.Tensor,
-        advantages: torch.Tensor,
-        ext_returns: torch.Tensor,
-        int_returns: torch.Tensor,
-        prediction: torch.Tensor,
-        target: torch.Tensor,
-        mask: torch.Tensor,
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """PPO's clipped surrogate on the combined advantage, both value losses, the
-        predictor's distillation loss on the masked samples; and the parts (detached)."""
-        cfg = self.cfg
-        logratio = logprob - old_logprob
-        ratio = logratio.exp()
-        if cfg.norm_adv:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        pg_loss = torch.max(
-            -advantages * ratio, -advantages * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
-        ).mean()
-        ext_v_loss = 0.5 * (v_ext - ext_returns).square().mean()
-        int_v_loss = 0.5 * (v_int - int_returns).square().mean()
-        entropy_mean = entropy.mean()
-        error = (prediction.float() - target.float()).square().mean(-1)
-        rnd_loss = (error * mask).sum() / mask.sum().clamp(min=1.0)
-        loss = (
-            pg_loss
-            - cfg.ent_coef * entropy_mean
-            + cfg.vf_coef * (ext_v_loss + int_v_loss)
-            + rnd_loss
+        def minibatch_loss(idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            # Only a share of samples trains the predictor, so with many envs it does not
+            # learn faster than the policy finds new states (the paper's 0.25 at 128 envs).
+            mask = (torch.rand(idx.shape[0], generator=self.generator) < cfg.update_proportion).to(
+                device, torch.float32
+            )
+            with step.autocast():
+                logprob, entropy, v_ext, v_int = self.policy.evaluate_both(
+                    obs_B[idx], actions_B[idx]
+                )
+                prediction, target = self.policy.rnd(self.normalise(next_frames_B[idx]))
+            pg_loss, parts = clipped_surrogate(
+                logprob, old_logprob_B[idx], advantages_B[idx], settings
+            )
+            ext_v_loss = value_error(v_ext, old_ext_B[idx], ext_ret_B[idx], settings)
+            int_v_loss = value_error(v_int, old_int_B[idx], int_ret_B[idx], settings)
+            entropy_mean = entropy.mean()
+            error = (prediction.float() - target.float()).square().mean(-1)
+            rnd_loss = (error * mask).sum() / mask.sum().clamp(min=1.0)
+            loss = (
+                pg_loss
+                - cfg.ent_coef * entropy_mean
+                + cfg.vf_coef * (ext_v_loss + int_v_loss)
+                + rnd_loss
+            )
+            parts.update(
+                value_loss=ext_v_loss.detach(),
+                value_loss_int=int_v_loss.detach(),
+                rnd_loss=rnd_loss.detach(),
+                entropy=entropy_mean.detach(),
+            )
+            return loss, parts
+
+        return minibatch_epochs(
+            settings, actions_B.shape[0], mb_size, self.generator, device, step, minibatch_loss
         )
-        with torch.no_grad():
-            parts = {
-                "policy_loss": pg_loss.detach(),
-                "value_loss": ext_v_loss.detach(),
-                "value_loss_int": int_v_loss.detach(),
-                "rnd_loss": rnd_loss.detach(),
-                "entropy": entropy_mean.detach(),
-                "approx_kl": ((ratio - 1) - logratio).mean(),
-                "clipfrac": ((ratio - 1).abs() > cfg.clip_coef).float().mean(),
-            }
-        return loss, parts
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -247,6 +247,10 @@ class RNDConfig:
     """Clip the global gradient norm to this value (004's ClipGradNorm); unset = no clipping."""
     norm_adv: bool = True
     """Normalise the combined advantages per minibatch."""
+    vf_clip_coef: float | None = None
+    """Clip both heads' new values to old +/- this before the squared error, as PPO's vf_clip_coef; unset = off (004)."""
+    target_kl: float | None = None
+    """Stop the epochs of an iteration early once approx KL exceeds this, as PPO's target_kl; unset = never (004)."""
     update_proportion: float = 0.25
     """Share of each minibatch the predictor trains on (004's RNDUpdateProportion), so it does not learn faster than the policy explores."""
     num_init_steps: int = 128

@@ -1,0 +1,195 @@
+"""PPO's clipped-surrogate maths and its epochs of minibatch steps, shared by the PPO family.
+
+PPO (GAE advantages), APPO (V-trace advantages) and RND (a combined extrinsic and intrinsic
+advantage, two value heads and the predictor) all learn with the same pieces: the clipped
+policy loss (:func:`clipped_surrogate`), the value error with optional clipping around the
+old prediction (:func:`value_error`), and shuffled minibatch epochs that stop early past a
+KL target (:func:`minibatch_epochs`). Each algorithm reads its knobs into one
+:class:`SurrogateSettings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlperf.core.protocols import GradientStep
+from rlperf.models.policy import ActorCritic
+
+LossParts = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class SurrogateSettings:
+    """The knobs of the clipped-surrogate update (CleanRL's names)."""
+
+    update_epochs: int
+    clip_coef: float
+    ent_coef: float
+    vf_coef: float
+    norm_adv: bool = True
+    max_grad_norm: float | None = None
+    vf_clip_coef: float | None = None
+    """Clip the new value to old +/- this before the squared error (CleanRL's clip_vloss)."""
+    vf_loss_clip: float | None = None
+    """Clamp the squared value error at this (RLlib's vf_clip_param)."""
+    target_kl: float | None = None
+    """Stop an iteration's epochs once a minibatch's approx KL exceeds this."""
+
+    @classmethod
+    def of(cls, cfg: Any) -> SurrogateSettings:
+        """The settings in an algorithm's config section; knobs it lacks stay off."""
+        return cls(
+            update_epochs=cfg.update_epochs,
+            clip_coef=cfg.clip_coef,
+            ent_coef=cfg.ent_coef,
+            vf_coef=cfg.vf_coef,
+            norm_adv=cfg.norm_adv,
+            max_grad_norm=cfg.max_grad_norm,
+            vf_clip_coef=getattr(cfg, "vf_clip_coef", None),
+            vf_loss_clip=getattr(cfg, "vf_loss_clip", None),
+            target_kl=getattr(cfg, "target_kl", None),
+        )
+
+
+def clipped_surrogate(
+    logprob: torch.Tensor,
+    old_logprob: torch.Tensor,
+    advantages: torch.Tensor,
+    settings: SurrogateSettings,
+) -> tuple[torch.Tensor, LossParts]:
+    """The clipped policy loss and its diagnostics (approx KL, clip fraction, detached)."""
+    logratio = logprob - old_logprob
+    ratio = logratio.exp()
+    if settings.norm_adv:
+        # Per minibatch, as in the PPO paper's Atari runs (and CleanRL / SB3).
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    # The pessimistic bound of the two objectives (as a loss, the max).
+    clip = settings.clip_coef
+    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip, 1 + clip)).mean()
+    with torch.no_grad():
+        parts = {
+            "policy_loss": pg_loss.detach(),
+            # k3 estimator of KL(old || new) (Schulman 2020): unbiased and non-negative.
+            "approx_kl": ((ratio - 1) - logratio).mean(),
+            "clipfrac": ((ratio - 1).abs() > clip).float().mean(),
+        }
+    return pg_loss, parts
+
+
+def value_error(
+    value: torch.Tensor,
+    old_value: torch.Tensor,
+    returns: torch.Tensor,
+    settings: SurrogateSettings,
+) -> torch.Tensor:
+    """0.5 x the mean squared value error, clipped around the old prediction and clamped
+    as the settings say."""
+    error = (value - returns) ** 2
+    if settings.vf_clip_coef is not None:
+        c = settings.vf_clip_coef
+        clipped = old_value + (value - old_value).clamp(-c, c)
+        error = torch.max(error, (clipped - returns) ** 2)
+    if settings.vf_loss_clip is not None:
+        error = error.clamp(max=settings.vf_loss_clip)
+    return 0.5 * error.mean()
+
+
+def ppo_loss(
+    settings: SurrogateSettings,
+    new_logprob: torch.Tensor,
+    entropy: torch.Tensor,
+    new_value: torch.Tensor,
+    old_logprob: torch.Tensor,
+    old_value: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    kl_coeff: float,
+) -> tuple[torch.Tensor, LossParts]:
+    """PPO's loss on one minibatch and its parts (detached), all 1-D tensors of equal length."""
+    pg_loss, parts = clipped_surrogate(new_logprob, old_logprob, advantages, settings)
+    v_loss = value_error(new_value, old_value, returns, settings)
+    entropy_mean = entropy.mean()
+    loss = pg_loss - settings.ent_coef * entropy_mean + settings.vf_coef * v_loss
+    if kl_coeff > 0:
+        # RLlib's adaptive KL penalty (differentiable: the same k3 estimator).
+        logratio = new_logprob - old_logprob
+        loss = loss + kl_coeff * ((logratio.exp() - 1) - logratio).mean()
+    parts.update(value_loss=v_loss.detach(), entropy=entropy_mean.detach())
+    return loss, parts
+
+
+def minibatch_epochs(
+    settings: SurrogateSettings,
+    batch_size: int,
+    mb_size: int,
+    generator: torch.Generator,
+    device: torch.device,
+    step: GradientStep,
+    minibatch_loss: Callable[[torch.Tensor], tuple[torch.Tensor, LossParts]],
+) -> dict[str, float]:
+    """``settings.update_epochs`` passes of shuffled minibatches: ``minibatch_loss(indices)``
+    gives each minibatch's loss and parts, one gradient step follows. Stops early once a
+    minibatch's approx KL exceeds ``settings.target_kl``. Returns the mean parts, the mean
+    gradient norm and the number of minibatches as ``losses/...`` metrics."""
+    totals: dict[str, torch.Tensor] = {}
+    grad_norms: list[float] = []
+    for _epoch in range(settings.update_epochs):
+        perm = torch.randperm(batch_size, generator=generator).to(device)
+        # Trailing samples that do not fill a minibatch are skipped this epoch; the
+        # shuffle changes every epoch, so each sample is used in expectation.
+        for start in range(0, batch_size - mb_size + 1, mb_size):
+            loss, parts = minibatch_loss(perm[start : start + mb_size])
+            grad_norms.append(step(loss, settings.max_grad_norm))
+            for k, v in parts.items():  # summed on the device: no sync per minibatch
+                totals[k] = totals[k] + v if k in totals else v
+            if settings.target_kl is not None and float(parts["approx_kl"]) > settings.target_kl:
+                return _epoch_metrics(totals, grad_norms)
+    return _epoch_metrics(totals, grad_norms)
+
+
+def _epoch_metrics(totals: dict[str, torch.Tensor], grad_norms: list[float]) -> dict[str, float]:
+    n = max(len(grad_norms), 1)
+    metrics = {f"losses/{k}": float(v) / n for k, v in totals.items()}
+    metrics["losses/grad_norm"] = sum(grad_norms) / n
+    metrics["losses/minibatches"] = float(len(grad_norms))
+    return metrics
+
+
+@dataclass
+class SurrogateBatch:
+    """Flat (B,) tensors the clipped-surrogate epochs learn from (obs: (B, *obs_shape))."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    old_logprob: torch.Tensor
+    old_value: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+def surrogate_epochs(
+    settings: SurrogateSettings,
+    policy: ActorCritic,
+    step: GradientStep,
+    generator: torch.Generator,
+    data: SurrogateBatch,
+    mb_size: int,
+    kl_coeff: float = 0.0,
+) -> dict[str, float]:
+    """PPO's and APPO's epochs: :func:`minibatch_epochs` on :func:`ppo_loss`."""
+
+    def minibatch_loss(idx: torch.Tensor) -> tuple[torch.Tensor, LossParts]:
+        with step.autocast():
+            new_logprob, entropy, new_value = policy.evaluate(data.obs[idx], data.actions[idx])
+        return ppo_loss(
+            settings, new_logprob, entropy, new_value, data.old_logprob[idx],
+            data.old_value[idx], data.advantages[idx], data.returns[idx], kl_coeff,
+        )  # fmt: skip
+
+    return minibatch_epochs(
+        settings, data.actions.shape[0], mb_size, generator, data.obs.device, step, minibatch_loss
+    )
