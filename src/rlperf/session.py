@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import save_file
 
 from rlperf import data_parallel, registry
-from rlperf.config.load import dump_config
+from rlperf.config.load import dump_run_config
 from rlperf.config.schema import RunConfig
 from rlperf.config.validate import validate
 from rlperf.core import distributed
@@ -424,7 +424,7 @@ class TrainingSession:
         self._build()
         main = self.is_main
         if main:
-            atomic_write_text(self.run_dir / "config.yaml", dump_config(self.cfg))
+            atomic_write_text(self.run_dir / "config.yaml", dump_run_config(self.cfg))
             _write_json(self.run_dir / "manifest.json", self._manifest("running", started))
             if self.resume_state is not None:
                 self._start_resumed()

@@ -256,3 +256,16 @@ def test_old_spellings_of_renamed_keys_are_accepted(tmp_path) -> None:
     assert get_key(cfg, "a3c.tau") == 0.9
     cfg2, _ = build_train_config(["--algo", "a3c", "a3c.tau=0.5"])
     assert cfg2.a3c.gae_lambda == 0.5
+
+
+def test_a_run_directory_keeps_only_its_own_algorithm_section(tmp_path) -> None:
+    import yaml
+
+    argv = ["train", "--algo", "appo", "--env", "CartPole-v1", "--runs-root", str(tmp_path)]
+    argv += ["-s", "run", "--no-progress", "-i", "1", "telemetry.tensorboard=false"]
+    assert main(argv) == 0
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert "appo" in saved and not {"ppo", "impala", "dqn", "a3c", "rnd"} & set(saved)
+    assert {"env", "model", "runner", "stop", "checkpoint", "telemetry"} <= set(saved)
+    run = str(tmp_path / "run")
+    assert main(["train", "--resume", run, "--no-progress", "-i", "2"]) == 0  # resumes

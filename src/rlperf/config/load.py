@@ -339,5 +339,19 @@ def load_config_file(path: Path) -> RunConfig:
     return cfg
 
 
+ALGORITHM_SECTIONS = ("ppo", "appo", "impala", "dqn", "a3c", "rnd")
+"""The config sections that belong to one algorithm each."""
+
+
 def dump_config(cfg: RunConfig) -> str:
+    """Every key of ``cfg`` as YAML (a preset that rebuilds it exactly)."""
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def dump_run_config(cfg: RunConfig) -> str:
+    """A run directory's ``config.yaml``: every section except the other algorithms' (they
+    did not take part; a resume fills them with defaults, as it does for any missing key)."""
+    data = {
+        k: v for k, v in to_dict(cfg).items() if k not in ALGORITHM_SECTIONS or k == cfg.algo
+    }
+    return yaml.safe_dump(data, sort_keys=False)
