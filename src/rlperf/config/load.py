@@ -351,7 +351,5 @@ def dump_config(cfg: RunConfig) -> str:
 def dump_run_config(cfg: RunConfig) -> str:
     """A run directory's ``config.yaml``: every section except the other algorithms' (they
     did not take part; a resume fills them with defaults, as it does for any missing key)."""
-    data = {
-        k: v for k, v in to_dict(cfg).items() if k not in ALGORITHM_SECTIONS or k == cfg.algo
-    }
+    data = {k: v for k, v in to_dict(cfg).items() if k not in ALGORITHM_SECTIONS or k == cfg.algo}
     return yaml.safe_dump(data, sort_keys=False)

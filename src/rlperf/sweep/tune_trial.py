@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import math
 import os
 import queue
 import shutil
@@ -229,13 +228,13 @@ class TrialRunner:
                     seconds = progress.hit_s + float(overhead or 0.0)
                     self.say(f"  {name}: reached {self.tune.target:g} in {seconds:.0f} s")
                     return seconds
-                shortfall = (
-                    self.tune.target - progress.metric if progress.metric is not None else math.inf
-                )
-                trial.report(shortfall, int(rung))
                 if progress.ended:
                     trial.set_user_attr("reason", "its step budget ended before the target")
                     raise optuna.TrialPruned()
+                if progress.metric is None:
+                    continue  # no value yet (too few games): nothing to compare at this rung
+                shortfall = self.tune.target - progress.metric
+                trial.report(shortfall, int(rung))
                 if trial.should_prune():
                     trial.set_user_attr("reason", f"trailed the others at {rung:g} s")
                     self.say(f"  {name}: pruned at {rung:g} s (short by {shortfall:.3g})")
