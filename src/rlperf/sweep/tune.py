@@ -289,7 +289,9 @@ def tune_parser() -> ArgumentParser:
 def cmd_tune(argv: Sequence[str]) -> int:
     p = tune_parser()
     p.add_argument("--objective", default="sps", help="sps (default) or time-to-target")
-    p.add_argument("--algo", default="ppo", help="algorithm: ppo, appo or impala (default ppo)")
+    p.add_argument(
+        "--algo", default="ppo", help="algorithm: ppo, appo, impala; time-to-target also dqn"
+    )
     p.add_argument("--env", default="ALE/Pong-v5", help="game id (default ALE/Pong-v5)")
     p.add_argument(
         "--preset",
