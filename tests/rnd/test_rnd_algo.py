@@ -106,8 +106,9 @@ def test_target_kl_and_value_clipping_work_as_in_ppo():
         runs[name] = algo.update(data, step, PROGRESS)
     assert runs["plain"]["losses/minibatches"] == CFG.update_epochs * CFG.num_minibatches
     assert runs["target_kl"]["losses/minibatches"] < runs["plain"]["losses/minibatches"]
-    # With the new values held within 1e-6 of the old, the clipped error is the larger one.
-    assert runs["vf_clip"]["losses/value_loss"] >= runs["plain"]["losses/value_loss"] * 0.99
+    # Values held within 1e-6 of the old prediction barely learn: their error stays high
+    # (measured: 0.177 against 0.063 unclipped).
+    assert runs["vf_clip"]["losses/value_loss"] > 1.5 * runs["plain"]["losses/value_loss"]
 
 
 def test_vtrace_targets_equal_gae_returns_without_lag():

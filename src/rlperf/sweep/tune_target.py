@@ -162,8 +162,8 @@ def run_target_tune(tune: TargetTune, say: Callable[[str], None] = print) -> dic
             budget_left = None if tune.budget_s is None else tune.budget_s - _seconds_used(study)
             if left <= 0 or (budget_left is not None and budget_left <= 0):
                 break
-            done_before = len(_finished(study))
-            say(f"study: {len(_finished(study))} of {tune.n_trials} trial(s) finished")
+            done_before = tune.n_trials - left
+            say(f"study: {done_before} of {tune.n_trials} trial(s) finished")
             try:
                 study.optimize(
                     runner,
@@ -182,7 +182,7 @@ def run_target_tune(tune: TargetTune, say: Callable[[str], None] = print) -> dic
         return write_summary(tune, study, with_importances=True)
 
 
-def _trial_row(tune: TargetTune, t: Any) -> dict[str, Any]:
+def _trial_row(t: Any) -> dict[str, Any]:
     return {
         "number": t.number,
         "state": t.state.name.lower(),
@@ -219,7 +219,7 @@ def write_summary(tune: TargetTune, study: Any, with_importances: bool) -> dict[
     """``tune.json`` (and ``best.yaml`` once a trial reached the target)."""
     import optuna
 
-    trials = [_trial_row(tune, t) for t in study.get_trials(deepcopy=False)]
+    trials = [_trial_row(t) for t in study.get_trials(deepcopy=False)]
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     best = min(complete, key=lambda t: t.value) if complete else None
     summary: dict[str, Any] = {
