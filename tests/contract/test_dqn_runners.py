@@ -141,7 +141,7 @@ def test_the_play_process_acts_with_published_weights_and_a_bounded_queue():
     assert runner.env_steps == 6 * 64
     assert metrics[-1]["perf/gradient_steps"] > 0 and metrics[-1]["sys/live_workers"] == 1
     assert metrics[-1]["perf/policy_lag_max"] >= 0
-    assert not runner.process.is_alive() and not _spawned_children()
+    assert runner.workers.live() == 0 and not _spawned_children()
 
 
 def test_an_env_error_in_the_play_process_names_it_and_the_cause():

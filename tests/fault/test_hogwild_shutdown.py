@@ -67,8 +67,12 @@ def test_sigterm_stops_cleanly_with_a_checkpoint(runs_root):
 
 
 def test_a_killed_worker_stops_the_run_and_the_others(runs_root):
+    # With restarts off (restarts: tests/fault/test_crashing_envs.py).
     run_dir = runs_root / "kill"
-    proc = _start(runs_root, "kill", "stop.total_timesteps=100000000", "stop.target_reward=null")
+    proc = _start(
+        runs_root, "kill", "stop.total_timesteps=100000000", "stop.target_reward=null",
+        "runner.restart_failed_workers=false",
+    )  # fmt: skip
     wait_for_iterations(proc, run_dir, 2, timeout=120)
     pids = _child_pids(run_dir)
     os.kill(pids["worker"][1], signal.SIGKILL)

@@ -15,25 +15,18 @@ algorithm's ``max_policy_lag`` are dropped (``perf/rollouts_dropped``); the algo
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
-import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import numpy as np
 import torch
-import torch.multiprocessing as torch_mp
 
 from rlperf.config.schema import RunnerConfig
-from rlperf.core.errors import WorkerError, describe_exit
+from rlperf.core.errors import WorkerError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
-from rlperf.core.resources import children_ignore_sigint
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
@@ -47,15 +40,8 @@ from rlperf.runners.shared_memory import (
     empty_batch,
     gather_rollouts,
 )
+from rlperf.runners.supervisor import Supervisor, Worker
 from rlperf.telemetry.timers import PhaseTimer
-
-ROLLOUT_TIMEOUT_S = 300.0
-"""Longest wait for any rollout before the actors are declared hung (start-up included)."""
-
-
-def rollout_timeout(cfg: RunnerConfig) -> float:
-    """How long the learner waits for any rollout before the actors count as hung."""
-    return ROLLOUT_TIMEOUT_S if cfg.worker_timeout_s is None else cfg.worker_timeout_s
 
 
 def learner_threads(cfg: RunnerConfig) -> int:
@@ -76,11 +62,9 @@ class ActorError(WorkerError):
             self.add_note("actor-side traceback:\n" + worker_traceback.rstrip())
 
 
-@dataclass
-class _Actor:
-    index: int
-    process: Any  # a torch.multiprocessing SpawnProcess
-    conn: Connection
+def _actor_error(message: str, actor: Worker | None, worker_traceback: str | None) -> ActorError:
+    index = -1 if actor is None else actor.index
+    return ActorError(message, worker_index=index, worker_traceback=worker_traceback)
 
 
 class DecoupledRunner:
@@ -125,15 +109,18 @@ class DecoupledRunner:
         self._batch: Rollout | None = None  # gather buffer when a batch spans several slots
         self._ready: deque[RolloutReport] = deque()  # filled slots not consumed yet
         self._held: list[int] = []  # slots the current batch reads without a copy
-        self._started = False
         self.stats = ActorStats(self.max_policy_lag)
-        self.worker_restarts = 0
-        self.resources: dict[int, dict[str, Any]] = {}
-        self._ctx = torch_mp.get_context("spawn")
-        self.actors: list[_Actor] = []
+        self.workers = Supervisor(
+            cfg,
+            describe=self._describe,
+            make_error=_actor_error,
+            on_message=self._on_message,
+            respawn=self._respawn,
+            silence=f"no rollout from any of {cfg.num_workers} actors",
+        )
         try:
             for i in range(cfg.num_workers):
-                self.actors.append(self._spawn(i, self._owned_slots(i), seed_offset=0))
+                self._spawn(i, self._owned_slots(i), seed_offset=0)
         except BaseException:
             self.close()
             raise
@@ -144,7 +131,7 @@ class DecoupledRunner:
         per = self.cfg.slots_per_actor
         return list(range(index * per, (index + 1) * per))
 
-    def _spawn(self, index: int, slot_ids: list[int], seed_offset: int) -> _Actor:
+    def _spawn(self, index: int, slot_ids: list[int], seed_offset: int) -> None:
         first_env = index * self.envs_per_actor
         env_seed = self.seed + first_env + seed_offset
         setup = ActorSetup(
@@ -163,100 +150,26 @@ class DecoupledRunner:
             slot_ids=slot_ids,
             weights=self.weights,
         )
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(
-            target=actor_main, args=(setup, child_conn), name=f"rlperf-actor-{index}", daemon=True
-        )
-        with children_ignore_sigint():
-            process.start()
-        child_conn.close()
-        return _Actor(index, process, parent_conn)
+        self.workers.spawn("actor", index, actor_main, setup)
 
-    def _describe(self, actor: _Actor) -> str:
-        lo = actor.index * self.envs_per_actor
-        return f"actor {actor.index} (envs {lo}..{lo + self.envs_per_actor - 1}, pid {actor.process.pid})"
-
-    def _fail(self, actor: _Actor, cause: str, worker_traceback: str | None = None) -> None:
-        """Restart a failed actor (runner.restart_failed_workers) or raise ActorError."""
-        error = ActorError(
-            f"{self._describe(actor)} {cause}",
-            worker_index=actor.index,
-            worker_traceback=worker_traceback,
-        )
-        cfg = self.cfg
-        if not cfg.restart_failed_workers or self.worker_restarts >= cfg.max_worker_restarts:
-            raise error
-        self.worker_restarts += 1
-        print(
-            f"rlperf: restarting {self._describe(actor)} (restart {self.worker_restarts} of at "
-            f"most {cfg.max_worker_restarts}) after: {cause}",
-            file=sys.stderr,
-            flush=True,
-        )
-        self._stop_process(actor)
+    def _respawn(self, actor: Worker, restarts: int) -> None:
         # The new actor fills the dead one's slots, except those whose data the learner has
         # (finished and waiting, or being read): those come back to it when released.
         busy = {r.slot for r in self._ready} | set(self._held)
         free = [s for s in self._owned_slots(actor.index) if s not in busy]
-        new = self._spawn(actor.index, free, seed_offset=self.worker_restarts * self.num_envs)
-        self.actors[actor.index] = new
-        if self._started:
-            new.conn.send(("start",))
+        self._spawn(actor.index, free, seed_offset=restarts * self.num_envs)
 
-    def _drain(self, actor: _Actor) -> None:
-        """Handle every message waiting on ``actor``'s pipe."""
-        while actor.conn.poll():
-            try:
-                message = actor.conn.recv()
-            except (EOFError, OSError):
-                actor.process.join(1.0)
-                self._fail(actor, f"died with {describe_exit(actor.process.exitcode)}")
-                return
-            kind = message[0]
-            if kind == "full":
-                self._ready.append(message[1])
-            elif kind == "hello":
-                self.resources[actor.index] = message[1]
-            elif kind == "error":
-                actor.process.join(2.0)
-                self._fail(actor, f"raised {message[1]}", message[2])
-                return
+    def _describe(self, actor: Worker) -> str:
+        lo = actor.index * self.envs_per_actor
+        return f"actor {actor.index} (envs {lo}..{lo + self.envs_per_actor - 1}, pid {actor.process.pid})"
 
-    def _receive(self) -> None:
-        """Block until at least one message arrived or an actor died; handle them."""
-        conns = {a.conn: a for a in self.actors}
-        sentinels = {a.process.sentinel: a for a in self.actors}
-        timeout = rollout_timeout(self.cfg)
-        ready = wait([*conns, *sentinels], timeout)
-        if not ready:
-            raise ActorError(
-                f"no rollout from any of {len(self.actors)} actors within {timeout:g} s "
-                "(runner.worker_timeout_s)",
-                worker_index=-1,
-            )
-        for handle in ready:
-            if handle in conns:
-                self._drain(conns[handle])
-        for handle in ready:
-            actor = sentinels.get(handle)  # type: ignore[call-overload]
-            if actor is not None and self.actors[actor.index] is actor:
-                self._drain(actor)  # a report sent just before dying is still valid
-                if self.actors[actor.index] is actor:
-                    actor.process.join(1.0)
-                    self._fail(actor, f"died with {describe_exit(actor.process.exitcode)}")
+    def _on_message(self, actor: Worker, message: tuple) -> None:
+        if message[0] == "full":
+            self._ready.append(message[1])
 
     def _release(self, slot: int) -> None:
-        """Give ``slot`` back to the actor that owns it."""
-        actor = self.actors[slot // self.cfg.slots_per_actor]
-        with contextlib.suppress(OSError):  # a dead actor: its restart gets the slot
-            actor.conn.send(("free", slot))
-
-    def _stop_process(self, actor: _Actor) -> None:
-        process = actor.process
-        if process.is_alive():
-            process.kill()
-        process.join(5.0)
-        actor.conn.close()
+        """Give ``slot`` back to the actor that owns it (a dead one's restart gets it)."""
+        self.workers.send(self.workers.workers[slot // self.cfg.slots_per_actor], ("free", slot))
 
     # ------------------------------------------------------------------ Runner
 
@@ -264,22 +177,17 @@ class DecoupledRunner:
         return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
 
     def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
-        if not self._started:
-            while len(self.resources) < len(self.actors):  # every actor has built its envs
-                self._receive()
-            self.weights.publish(self.learner)
-            for actor in self.actors:
-                actor.conn.send(("start",))
-            self._started = True
+        if not self.workers.started:
+            self.workers.start(lambda: ("start",), lambda: self.weights.publish(self.learner))
         for slot in self._held:
             self._release(slot)
         self._held = []
         reports: list[RolloutReport] = []
         self.stats.start_batch()
         with timer.phase("queue_wait"):
-            while len(reports) < len(self.actors):
+            while len(reports) < self.cfg.num_workers:
                 if not self._ready:
-                    self._receive()
+                    self.workers.receive()
                     continue
                 report = self._ready.popleft()
                 if not self.stats.accept(self.weights.version - report.policy_version):
@@ -317,29 +225,22 @@ class DecoupledRunner:
         self.weights.publish(self.learner)
 
     def worker_metrics(self) -> dict[str, float]:
-        live = sum(a.process.is_alive() for a in self.actors)
         return {
-            "sys/live_workers": float(live),
-            "sys/worker_restarts": float(self.worker_restarts),
+            "sys/live_workers": float(self.workers.live()),
+            "sys/worker_restarts": float(self.workers.restarts),
             **self.stats.metrics(),
         }
 
     def process_resources(self) -> list[dict[str, Any]]:
-        return [self.resources[i] for i in sorted(self.resources)]
+        return self.workers.process_resources()
 
     def state_dict(self) -> dict[str, Any]:
         # Actors run ahead of the learner, so there is no consistent env snapshot to keep:
         # a resumed run starts new episodes.
-        return {"envs": None, "worker_restarts": self.worker_restarts}
+        return {"envs": None, "worker_restarts": self.workers.restarts}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.worker_restarts = int(state.get("worker_restarts", 0))
+        self.workers.restarts = int(state.get("worker_restarts", 0))
 
     def close(self) -> None:
-        for actor in self.actors:
-            with contextlib.suppress(OSError):
-                actor.conn.send(("stop",))
-        deadline = time.monotonic() + 5.0
-        for actor in self.actors:
-            actor.process.join(max(deadline - time.monotonic(), 0.0))
-            self._stop_process(actor)
+        self.workers.close()

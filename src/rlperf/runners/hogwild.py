@@ -20,26 +20,25 @@ to the shared optimizer and passes the metrics on; ``sync_weights`` has nothing 
 
 A separate evaluation process (``runner.eval_interval_s`` > 0) plays greedy episodes with
 the shared model's latest weights, never updating it; its returns appear as ``eval/...``.
+
+A worker or the evaluator that raises, dies or hangs is restarted with fresh env seeds
+(``runner.restart_failed_workers``, as for the other process runners: supervision is
+:mod:`rlperf.runners.supervisor`); the shared model and optimizer live on in the driver,
+so nothing learned is lost with the process.
 """
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import torch
-import torch.multiprocessing as torch_mp
 
 from rlperf.config.schema import RunnerConfig
-from rlperf.core.errors import ConfigError, WorkerError, describe_exit
+from rlperf.core.errors import ConfigError, WorkerError
 from rlperf.core.protocols import Algorithm
-from rlperf.core.resources import children_ignore_sigint
 from rlperf.core.shared_optim import HogwildGradientStep, SharedOptimizer, WorkerUpdates
 from rlperf.envs.base import EpisodeEnd
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
@@ -50,10 +49,9 @@ from rlperf.runners.hogwild_worker import (
     evaluator_main,
     worker_main,
 )
+from rlperf.runners.supervisor import Supervisor, Worker
 from rlperf.telemetry.timers import PhaseTimer
 
-SEGMENT_TIMEOUT_S = 300.0
-"""Longest wait for any segment report before the workers are declared hung."""
 MIN_ITERATION_S = 0.5
 """An iteration takes every segment that arrives until at least num_workers did and this
 many seconds passed since the previous one: A3C segments take milliseconds, and a record
@@ -72,16 +70,8 @@ class HogwildWorkerError(WorkerError):
             self.add_note("worker-side traceback:\n" + worker_traceback.rstrip())
 
 
-@dataclass
-class _Process:
-    role: str
-    index: int
-    process: Any  # a torch.multiprocessing SpawnProcess
-    conn: Connection
-
-    @property
-    def name(self) -> str:
-        return f"{self.role} {self.index} (pid {self.process.pid})"
+def _hogwild_error(message: str, proc: Worker | None, tb: str | None) -> HogwildWorkerError:
+    return HogwildWorkerError(message, tb)
 
 
 class HogwildRunner:
@@ -117,8 +107,6 @@ class HogwildRunner:
             [p for p in self.shared.parameters() if p.requires_grad], algo.optimizer_spec()
         )
         self.envs_per_worker = num_envs // cfg.num_workers
-        self.resources: dict[tuple[str, int], dict[str, Any]] = {}
-        self._started = False
         self._pending: deque[SegmentReport] = deque()
         self._eval_returns: deque[float] = deque(maxlen=100)
         self._eval_episodes = 0
@@ -127,101 +115,75 @@ class HogwildRunner:
         self._steps = 0
         self._segments = 0
         self._iteration_end = 0.0
-        self._ctx = torch_mp.get_context("spawn")
-        self.processes: list[_Process] = []
+        self.algo = algo
+        self.make_env_slice = make_env_slice
+        self.seed = seed
+        self.workers = Supervisor(
+            cfg,
+            describe=lambda p: f"{p.role} {p.index} (pid {p.process.pid})",
+            make_error=_hogwild_error,
+            on_message=self._on_message,
+            respawn=self._respawn,
+            silence=f"no report from any of {cfg.num_workers} workers",
+        )
         try:
             for i in range(cfg.num_workers):
-                first = i * self.envs_per_worker
-                setup = WorkerSetup(
-                    index=i,
-                    first_env=first,
-                    make_envs=EnvSlice(make_env_slice, self.envs_per_worker, seed + first, first),
-                    env_seed=seed + first,
-                    torch_seed=seed + 7919 * (i + 1),
-                    algo=algo,
-                    optimizer=self.optimizer,
-                    torch_threads=cfg.actor_threads,
-                    cpu_affinity=cfg.actor_cpu_affinity,
-                )
-                self.processes.append(self._spawn("worker", i, worker_main, setup))
+                self._spawn_worker(i, seed_offset=0)
             if cfg.eval_interval_s > 0:
-                eval_seed = seed + 1_000_003  # episodes no worker plays
-                setup = WorkerSetup(
-                    index=0,
-                    first_env=0,
-                    make_envs=EnvSlice(make_env_slice, 1, eval_seed, EVAL_ENV),
-                    env_seed=eval_seed,
-                    torch_seed=seed + 104_729,
-                    algo=algo,
-                    optimizer=None,
-                    torch_threads=1,
-                    cpu_affinity=cfg.actor_cpu_affinity,
-                    eval_interval_s=cfg.eval_interval_s,
-                )
-                self.processes.append(self._spawn("evaluator", 0, evaluator_main, setup))
+                self._spawn_evaluator(seed_offset=0)
         except BaseException:
             self.close()
             raise
 
     # ------------------------------------------------------------------ processes
 
-    def _spawn(
-        self, role: str, index: int, target: Callable[..., None], setup: WorkerSetup
-    ) -> _Process:
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(
-            target=target, args=(setup, child_conn), name=f"rlperf-{role}-{index}", daemon=True
+    def _spawn_worker(self, i: int, seed_offset: int) -> None:
+        first = i * self.envs_per_worker
+        env_seed = self.seed + first + seed_offset
+        setup = WorkerSetup(
+            index=i,
+            first_env=first,
+            make_envs=EnvSlice(self.make_env_slice, self.envs_per_worker, env_seed, first),
+            env_seed=env_seed,
+            torch_seed=self.seed + 7919 * (i + 1) + seed_offset,
+            algo=self.algo,
+            optimizer=self.optimizer,
+            torch_threads=self.cfg.actor_threads,
+            cpu_affinity=self.cfg.actor_cpu_affinity,
         )
-        with children_ignore_sigint():
-            process.start()
-        child_conn.close()
-        return _Process(role, index, process, parent_conn)
+        self.workers.spawn("worker", i, worker_main, setup)
 
-    def _handle(self, proc: _Process) -> None:
-        """Every message waiting on ``proc``'s pipe."""
-        while proc.conn.poll():
-            try:
-                message = proc.conn.recv()
-            except (EOFError, OSError):
-                proc.process.join(1.0)
-                raise HogwildWorkerError(
-                    f"{proc.name} died with {describe_exit(proc.process.exitcode)}"
-                ) from None
-            kind = message[0]
-            if kind == "segment":
-                self._pending.append(message[1])
-            elif kind == "eval":
-                self._eval_returns.append(float(message[1]))
-                self._eval_episodes += 1
-            elif kind == "hello":
-                self.resources[(proc.role, proc.index)] = message[1]
-            elif kind == "error":
-                proc.process.join(2.0)
-                raise HogwildWorkerError(f"{proc.name} raised {message[1]}", message[2])
+    def _spawn_evaluator(self, seed_offset: int) -> None:
+        eval_seed = self.seed + 1_000_003 + seed_offset  # episodes no worker plays
+        setup = WorkerSetup(
+            index=0,
+            first_env=0,
+            make_envs=EnvSlice(self.make_env_slice, 1, eval_seed, EVAL_ENV),
+            env_seed=eval_seed,
+            torch_seed=self.seed + 104_729 + seed_offset,
+            algo=self.algo,
+            optimizer=None,
+            torch_threads=1,
+            cpu_affinity=self.cfg.actor_cpu_affinity,
+            eval_interval_s=self.cfg.eval_interval_s,
+        )
+        self.workers.spawn("evaluator", 0, evaluator_main, setup)
 
-    def _receive(self, timeout: float = SEGMENT_TIMEOUT_S, *, quiet: bool = False) -> None:
-        """Block until a message arrives or a process dies; handle what arrived. Silence
-        for ``timeout`` seconds is an error unless ``quiet``."""
-        conns = {p.conn: p for p in self.processes}
-        sentinels = {p.process.sentinel: p for p in self.processes}
-        ready = wait([*conns, *sentinels], timeout)
-        if not ready:
-            if quiet:
-                return
-            raise HogwildWorkerError(
-                f"no report from any of {self.cfg.num_workers} workers within {timeout:g} s"
-            )
-        for handle in ready:
-            if handle in conns:
-                self._handle(conns[handle])
-        for handle in ready:
-            proc = sentinels.get(handle)  # type: ignore[call-overload]
-            if proc is not None:
-                self._handle(proc)  # a report sent just before dying still counts
-                proc.process.join(1.0)
-                raise HogwildWorkerError(
-                    f"{proc.name} died with {describe_exit(proc.process.exitcode)}"
-                )
+    def _respawn(self, proc: Worker, restarts: int) -> None:
+        # A restarted worker pulls the shared weights at its first segment, as every
+        # worker does: nothing of the dead one's is needed but fresh env seeds.
+        seed_offset = restarts * self.envs_per_worker * self.cfg.num_workers
+        if proc.role == "worker":
+            self._spawn_worker(proc.index, seed_offset)
+        else:
+            self._spawn_evaluator(seed_offset)
+
+    def _on_message(self, proc: Worker, message: tuple) -> None:
+        if message[0] == "segment":
+            self._pending.append(message[1])
+        elif message[0] == "eval":
+            self._eval_returns.append(float(message[1]))
+            self._eval_episodes += 1
 
     # ------------------------------------------------------------------ Runner
 
@@ -231,12 +193,8 @@ class HogwildRunner:
         return HogwildGradientStep(self.shared, self.shared, self.optimizer)
 
     def collect(self, timer: PhaseTimer) -> tuple[WorkerUpdates, list[EpisodeEnd]]:  # type: ignore[override]
-        if not self._started:
-            while len(self.resources) < len(self.processes):  # every process built its envs
-                self._receive()
-            for proc in self.processes:
-                proc.conn.send(("start",))
-            self._started = True
+        if not self.workers.started:
+            self.workers.start(lambda: ("start",))
             self._iteration_end = time.monotonic() + MIN_ITERATION_S
         with timer.phase("queue_wait"):
             while True:
@@ -244,10 +202,9 @@ class HogwildRunner:
                 left = self._iteration_end - time.monotonic()
                 if enough and left <= 0:
                     break
-                self._receive(left if enough else SEGMENT_TIMEOUT_S, quiet=enough)
+                self.workers.receive(left if enough else None, quiet=enough)
         # Anything else already waiting is taken too, without blocking.
-        for proc in self.processes:
-            self._handle(proc)
+        self.workers.drain_all()
         reports = list(self._pending)
         self._pending.clear()
         self._iteration_end = time.monotonic() + MIN_ITERATION_S
@@ -289,10 +246,9 @@ class HogwildRunner:
         """Nothing to do: each worker copies the shared weights at its segment's start."""
 
     def worker_metrics(self) -> dict[str, float]:
-        workers = [p for p in self.processes if p.role == "worker"]
         metrics = {
-            "sys/live_workers": float(sum(p.process.is_alive() for p in workers)),
-            "sys/worker_restarts": 0.0,
+            "sys/live_workers": float(self.workers.live("worker")),
+            "sys/worker_restarts": float(self.workers.restarts),
         }
         s = self._worker_seconds
         per_segment = self._steps / max(self._segments, 1)
@@ -313,30 +269,15 @@ class HogwildRunner:
         return metrics
 
     def process_resources(self) -> list[dict[str, Any]]:
-        return [self.resources[k] for k in sorted(self.resources)]
+        return self.workers.process_resources()
 
     def state_dict(self) -> dict[str, Any]:
         # Workers run their own episodes asynchronously: no consistent env snapshot exists,
         # so a resumed run starts new episodes (weights and optimizer state are kept).
-        return {"envs": None}
+        return {"envs": None, "worker_restarts": self.workers.restarts}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        del state
+        self.workers.restarts = int(state.get("worker_restarts", 0))
 
     def close(self) -> None:
-        for proc in self.processes:
-            with contextlib.suppress(OSError):
-                proc.conn.send(("stop",))
-        deadline = time.monotonic() + 5.0
-        # A worker blocked on sending a report would never read "stop": keep draining.
-        while time.monotonic() < deadline and any(p.process.is_alive() for p in self.processes):
-            for proc in self.processes:
-                with contextlib.suppress(EOFError, OSError):
-                    while proc.conn.poll():
-                        proc.conn.recv()
-            time.sleep(0.01)
-        for proc in self.processes:
-            if proc.process.is_alive():
-                proc.process.kill()
-                proc.process.join(5.0)
-            proc.conn.close()
+        self.workers.close()

@@ -28,36 +28,37 @@ protocol, and are changed together.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 import torch
-import torch.multiprocessing as torch_mp
 
 from rlperf.config.schema import RunnerConfig
-from rlperf.core.errors import describe_exit
 from rlperf.core.protocols import Behaviour, OffPolicyAlgorithm
-from rlperf.core.resources import apply_cpu_resources, children_ignore_sigint
+from rlperf.core.resources import apply_cpu_resources
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.child import run_child, say_hello, wait_for_free_slot
-from rlperf.runners.decoupled import ActorError, rollout_timeout
+from rlperf.runners.decoupled import ActorError
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.inproc import resolve_device
 from rlperf.runners.shared_memory import SharedPolicyWeights
+from rlperf.runners.supervisor import Supervisor, Worker
 from rlperf.runners.transitions import TransitionsRunner
 from rlperf.telemetry.timers import PhaseTimer
 
 _RESTART = None
 """A marker in the queue of finished chunks: the play process was restarted here, so the
 episodes of the chunks before it do not continue into those after it."""
+
+
+def _play_error(message: str, play: Worker | None, worker_traceback: str | None) -> ActorError:
+    return ActorError(message, worker_index=0, worker_traceback=worker_traceback)
 
 
 class TransitionChunks:
@@ -232,14 +233,16 @@ class PlayTrainRunner(TransitionsRunner):
         )
         self.weights = SharedPolicyWeights(self.learner)
         self._ready: deque[ChunkReport | None] = deque()  # filled chunks not consumed yet
-        self._started = False
         self._lags: list[int] = []
-        self._resources: dict[str, Any] | None = None
         self._play_busy = 0.0  # play-side busy seconds of this iteration's chunks
-        self.worker_restarts = 0
-        self._ctx = torch_mp.get_context("spawn")
-        self.process: Any = None
-        self.conn: Connection | None = None
+        self.workers = Supervisor(
+            cfg,
+            describe=self._describe,
+            make_error=_play_error,
+            on_message=self._on_message,
+            respawn=self._respawn,
+            silence="no transitions from the play process",
+        )
         try:
             self._spawn(list(range(cfg.play_queue_chunks)), seed_offset=0)
         except BaseException:
@@ -264,113 +267,38 @@ class PlayTrainRunner(TransitionsRunner):
             chunk_ids=chunk_ids,
             weights=self.weights,
         )
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(
-            target=play_main, args=(setup, child_conn), name="rlperf-play", daemon=True
-        )
-        with children_ignore_sigint():
-            process.start()
-        child_conn.close()
-        self.process, self.conn = process, parent_conn
-        self._resources = None
+        self.workers.spawn("play", 0, play_main, setup)
 
-    def _describe(self) -> str:
-        pid = self.process.pid if self.process is not None else None
-        return f"play process (envs 0..{self.num_envs - 1}, pid {pid})"
-
-    def _fail(self, cause: str, worker_traceback: str | None = None) -> None:
-        """Restart the play process (runner.restart_failed_workers) or raise ActorError."""
-        error = ActorError(
-            f"{self._describe()} {cause}", worker_index=0, worker_traceback=worker_traceback
-        )
-        cfg = self.cfg
-        if not cfg.restart_failed_workers or self.worker_restarts >= cfg.max_worker_restarts:
-            raise error
-        self.worker_restarts += 1
-        print(
-            f"rlperf: restarting the {self._describe()} (restart {self.worker_restarts} of at "
-            f"most {cfg.max_worker_restarts}) after: {cause}",
-            file=sys.stderr,
-            flush=True,
-        )
-        self._stop_process()
+    def _respawn(self, play: Worker, restarts: int) -> None:
         # Finished chunks stay valid and are read first; then the new process's episodes.
         queued = {r.chunk for r in self._ready if r is not None}
         self._ready.append(_RESTART)
         free = [c for c in range(self.cfg.play_queue_chunks) if c not in queued]
-        self._spawn(free, seed_offset=self.worker_restarts * self.num_envs)
-        if self._started:
-            self._start_play()
+        self._spawn(free, seed_offset=restarts * self.num_envs)
 
-    def _drain(self) -> None:
-        """Handle every message waiting on the play process's pipe."""
-        assert self.conn is not None
-        while self.conn.poll():
-            try:
-                message = self.conn.recv()
-            except (EOFError, OSError):
-                self.process.join(1.0)
-                self._fail(f"died with {describe_exit(self.process.exitcode)}")
-                return
-            if message[0] == "full":
-                self._ready.append(message[1])
-            elif message[0] == "hello":
-                self._resources = message[1]
-            elif message[0] == "error":
-                self.process.join(2.0)
-                self._fail(f"raised {message[1]}", message[2])
-                return
+    def _describe(self, play: Worker) -> str:
+        return f"play process (envs 0..{self.num_envs - 1}, pid {play.process.pid})"
 
-    def _receive(self) -> None:
-        """Block until a message arrived or the play process died; handle them."""
-        process, conn = self.process, self.conn
-        timeout = rollout_timeout(self.cfg)
-        ready = wait([conn, process.sentinel], timeout)  # type: ignore[list-item]
-        if not ready:
-            raise ActorError(
-                f"no transitions from the {self._describe()} within {timeout:g} s "
-                "(runner.worker_timeout_s)",
-                worker_index=0,
-            )
-        if conn in ready:
-            self._drain()
-        if process.sentinel in ready and self.process is process:
-            self._drain()  # a report sent just before dying is still valid
-            if self.process is process:
-                process.join(1.0)
-                self._fail(f"died with {describe_exit(process.exitcode)}")
-
-    def _start_play(self) -> None:
-        while self._resources is None:  # the play process has built its envs
-            self._receive()
-        self.weights.publish(self.learner)
-        assert self.conn is not None
-        self.conn.send(("start", self.env_steps))
-
-    def _stop_process(self) -> None:
-        process = self.process
-        if process is None:
-            return
-        if process.is_alive():
-            process.kill()
-        process.join(5.0)
-        if self.conn is not None:
-            self.conn.close()
+    def _on_message(self, play: Worker, message: tuple) -> None:
+        if message[0] == "full":
+            self._ready.append(message[1])
 
     # ------------------------------------------------------------------ producing
 
     def _produce(self, timer: PhaseTimer) -> tuple[int, list[EpisodeEnd]]:
         """The next chunk from the queue into the replay; returns (env steps, true games)."""
-        if not self._started:
-            self._start_play()
-            self._started = True
+        if not self.workers.started:
+            # The play process's epsilon schedule goes on from the trainer's env steps.
+            self.workers.start(
+                lambda: ("start", self.env_steps), lambda: self.weights.publish(self.learner)
+            )
         with timer.phase("queue_wait"):
             while not self._ready or self._ready[0] is _RESTART:
                 if self._ready and self._ready[0] is _RESTART:
                     self._ready.popleft()
                     self.replay.end_episodes()
                     continue
-                self._receive()
+                self.workers.receive()
         report = self._ready.popleft()
         assert report is not None
         c, chunks = report.chunk, self.chunks
@@ -388,9 +316,8 @@ class PlayTrainRunner(TransitionsRunner):
                     truncated,
                     final,
                 )
-        assert self.conn is not None
-        with contextlib.suppress(OSError):  # a dead play process: its restart gets the chunk
-            self.conn.send(("free", c))
+        # a dead play process: its restart gets the chunk
+        self.workers.send(self.workers.workers[0], ("free", c))
         self._lags.append(self.weights.version - report.policy_version)
         for name in ("env_step", "policy_forward"):
             timer.add(name, report.seconds[name])
@@ -413,8 +340,8 @@ class PlayTrainRunner(TransitionsRunner):
         steps = self._iteration_frames / self.frames_per_step
         metrics.update(
             {
-                "sys/live_workers": float(self.process is not None and self.process.is_alive()),
-                "sys/worker_restarts": float(self.worker_restarts),
+                "sys/live_workers": float(self.workers.live()),
+                "sys/worker_restarts": float(self.workers.restarts),
                 "perf/policy_lag": float(np.mean(self._lags)) if self._lags else 0.0,
                 "perf/policy_lag_max": float(max(self._lags, default=0)),
                 # the play process's capacity: env steps per second of its busy time
@@ -424,20 +351,14 @@ class PlayTrainRunner(TransitionsRunner):
         return metrics
 
     def process_resources(self) -> list[dict[str, Any]]:
-        return [self._resources] if self._resources else []
+        return self.workers.process_resources()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "worker_restarts": self.worker_restarts}
+        return {**super().state_dict(), "worker_restarts": self.workers.restarts}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.worker_restarts = int(state.get("worker_restarts", 0))
+        self.workers.restarts = int(state.get("worker_restarts", 0))
         super().load_state_dict(state)
 
     def close(self) -> None:
-        if self.process is None:
-            return
-        if self.conn is not None:
-            with contextlib.suppress(OSError):
-                self.conn.send(("stop",))
-        self.process.join(5.0)
-        self._stop_process()
+        self.workers.close()

@@ -52,12 +52,7 @@ from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor_stats import ActorStats
-from rlperf.runners.decoupled import (
-    ROLLOUT_TIMEOUT_S,
-    ActorError,
-    learner_threads,
-    rollout_timeout,
-)
+from rlperf.runners.decoupled import ActorError, learner_threads
 from rlperf.runners.env_slice import EnvSliceFactory
 from rlperf.runners.inproc import resolve_device
 from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
@@ -69,6 +64,7 @@ from rlperf.runners.ray_rollout_actor import (
     weights_to_numpy,
 )
 from rlperf.runners.shared_memory import empty_batch, gather_rollouts
+from rlperf.runners.supervisor import WORKER_TIMEOUT_S, worker_timeout
 from rlperf.telemetry.timers import PhaseTimer
 
 _ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -127,7 +123,7 @@ class RayRunner:
         self._batches: dict[int, Rollout] = {}  # gather buffers by number of rollouts
         self.stats = ActorStats(self.max_policy_lag)
         self.worker_restarts = 0
-        self.timeout_s = rollout_timeout(cfg)
+        self.timeout_s = worker_timeout(cfg)
         self.actors: list[_Actor] = []
         self.connection = connect(cfg)
         try:
@@ -177,11 +173,11 @@ class RayRunner:
         """Block until every actor has built its envs and policy (or failed doing so)."""
         ray = self._ray
         refs = [a.handle.info.remote() for a in self.actors]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=ROLLOUT_TIMEOUT_S)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=WORKER_TIMEOUT_S)
         if len(ready) < len(refs):
             raise ActorError(
                 f"{len(refs) - len(ready)} of {len(refs)} ray actors were not placed and built "
-                f"within {ROLLOUT_TIMEOUT_S:g} s (ray status shows what the cluster lacks)",
+                f"within {WORKER_TIMEOUT_S:g} s (ray status shows what the cluster lacks)",
                 worker_index=-1,
             )
         for actor, ref in zip(self.actors, refs, strict=True):
