@@ -35,6 +35,8 @@ class RunnerFacts:
     """Accepts ``runner.compile`` (torch.compile where it acts and learns)."""
     rnd: bool = False
     """Its actors can act with RND's policy (the extra intrinsic-value head)."""
+    algorithms: frozenset[str] | None = None
+    """The only algorithms it runs; None: every algorithm whose data and lag it serves."""
 
 
 RUNNER_FACTS: dict[str, RunnerFacts] = {
@@ -63,7 +65,11 @@ RUNNER_FACTS: dict[str, RunnerFacts] = {
     "decoupled": RunnerFacts(frozenset({"rollout"}), 1, ALL_ENGINES, True, rnd=True),
     # a worker's local copy trails the shared model by the updates other workers applied
     # during its segment (A3C's Hogwild lag)
-    "hogwild": RunnerFacts(frozenset({"rollout"}), 1, ALL_ENGINES, True),
+    # Its workers pickle the whole algorithm once at spawn; APPO's and IMPALA's shared
+    # tensors do not survive that (their workers die at start), so only A3C runs here.
+    "hogwild": RunnerFacts(
+        frozenset({"rollout"}), 1, ALL_ENGINES, True, algorithms=frozenset({"a3c"})
+    ),
     # the play process acts with the weights of its last pull, updates behind the trainer
     "play-train": RunnerFacts(frozenset({"transitions"}), 1, ALL_ENGINES, True),
     # synchronous (every actor acts with the current weights) when the algorithm needs lag
@@ -99,6 +105,11 @@ def check_runner_options(cfg: RunConfig) -> None:
     if runner.compile and not facts.compile:
         raise ConfigError(
             f"runner.compile works with the {_names('compile')} runners, not {runner.name}"
+        )
+    if facts.algorithms is not None and cfg.algo not in facts.algorithms:
+        raise ConfigError(
+            f"runner {runner.name} runs algorithm {', '.join(sorted(facts.algorithms))}, "
+            f"not {cfg.algo}"
         )
     if cfg.algo == "rnd" and not facts.rnd:
         raise ConfigError(f"algorithm rnd runs on runners {_names('rnd')}, not {runner.name}")
