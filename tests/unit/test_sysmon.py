@@ -45,6 +45,8 @@ class FakeNvml:
         self.fail_index: int | None = None
         self.init_calls = 0
         self.shutdown_calls = 0
+        self.milliwatts = [150_000] * len(utils)
+        self.millijoules: list[float] | None = [0.0] * len(utils)  # None: a pre-Volta GPU
 
     def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
         self.init_calls += 1
@@ -64,6 +66,16 @@ class FakeNvml:
         if handle == self.fail_index:
             raise RuntimeError("GPU is lost")
         return _Util(gpu=self.utils[handle])
+
+    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:  # noqa: N802
+        if handle == self.fail_index:
+            raise RuntimeError("GPU is lost")
+        return self.milliwatts[handle]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> float:  # noqa: N802
+        if self.millijoules is None or handle == self.fail_index:
+            raise RuntimeError("Not Supported")
+        return self.millijoules[handle]
 
     def nvmlDeviceGetMemoryInfo(self, handle: int) -> _Mem:  # noqa: N802
         if handle == self.fail_index:
@@ -211,6 +223,34 @@ def test_fake_nvml_gives_gpu_keys_and_windows_reset() -> None:
         mon.start()
 
 
+def test_gpu_power_and_energy_per_window() -> None:
+    nvml = FakeNvml(utils=[50.0, 50.0], mem_used=[1.0, 1.0])
+    nvml.milliwatts = [200_000, 50_000]
+    with SystemMonitor(interval_s=0.02, rapl_root=NO_RAPL, nvml_lib=nvml) as mon:
+        time.sleep(0.1)
+        nvml.millijoules = [30_000.0, 4_000.0]  # 30 J and 4 J used in this window
+        first = mon.collect()
+        time.sleep(0.1)
+        second = mon.collect()  # the counters stood still
+    assert first["sys/gpu0_power_w"] == pytest.approx(200.0)
+    assert first["sys/gpu1_power_w"] == pytest.approx(50.0)
+    assert first["energy/gpu0_joules"] == pytest.approx(30.0)
+    assert first["energy/gpu1_joules"] == pytest.approx(4.0)
+    assert second["energy/gpu0_joules"] == 0.0
+
+
+def test_gpu_energy_without_a_counter_is_power_times_time() -> None:
+    nvml = FakeNvml(utils=[50.0], mem_used=[1.0])
+    nvml.millijoules = None  # a GPU older than Volta
+    with SystemMonitor(interval_s=0.02, rapl_root=NO_RAPL, nvml_lib=nvml) as mon:
+        mon.collect()
+        start = time.monotonic()
+        time.sleep(0.2)
+        values = mon.collect()
+        window = time.monotonic() - start
+    assert values["energy/gpu0_joules"] == pytest.approx(150.0 * window, rel=0.3)
+
+
 def test_fake_nvml_failing_gpu_keeps_keys_with_none() -> None:
     nvml = FakeNvml(utils=[30.0, 40.0], mem_used=[100.0, 100.0])
     nvml.fail_index = 1
@@ -220,6 +260,7 @@ def test_fake_nvml_failing_gpu_keeps_keys_with_none() -> None:
     assert values["sys/gpu0_util_percent"] == pytest.approx(30.0)
     assert values["sys/gpu1_util_percent"] is None
     assert values["sys/gpu1_mem_percent"] is None
+    assert values["sys/gpu1_power_w"] is None and values["energy/gpu1_joules"] is None
 
 
 @pytest.mark.parametrize(

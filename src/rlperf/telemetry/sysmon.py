@@ -13,8 +13,11 @@ the mean of the samples taken since its previous call. Metric keys (fixed projec
                            processes, so pages shared between forked workers count twice)
 ``sys/gpu{i}_util_percent`` NVML utilisation of GPU i (only for GPUs that exist)
 ``sys/gpu{i}_mem_percent``  NVML memory used / total of GPU i
+``sys/gpu{i}_power_w``     NVML power draw of GPU i, mean of the window's samples
 ``energy/joules``          CPU package energy over the window (None without RAPL, never 0)
 ``energy/watts``           mean CPU package power over the window (None without RAPL)
+``energy/gpu{i}_joules``   GPU i's energy over the window: NVML's energy counter (Volta
+                           and later), else the window's mean power times its length
 =========================  =============================================================
 
 Overhead is kept small on purpose: the sampler makes only psutil, NVML and sysfs calls
@@ -67,6 +70,12 @@ class NvmlLike(Protocol):
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
         """Object with ``.gpu`` (percent busy over the driver's last sample period)."""
+
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
+        """Power draw in milliwatts."""
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
+        """Energy in millijoules since the driver was loaded (Volta and later)."""
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:
         """Object with ``.used`` and ``.total`` bytes."""
@@ -150,6 +159,7 @@ class SystemMonitor:
         self._sample_tree(baseline=True)
         self._energy_prev = self._rapl.read_joules()
         self._energy_prev_t = time.monotonic()
+        self._gpu_energy_prev = [self._gpu_millijoules(h) for h in self._gpu_handles]
 
         self._sums: dict[str, float] = {}
         self._counts: dict[str, int] = {}
@@ -312,7 +322,20 @@ class SystemMonitor:
                 out[mem_key] = 100.0 * float(mem.used) / float(mem.total)
         except Exception:
             pass
+        power_key = f"sys/gpu{index}_power_w"
+        out[power_key] = None
+        with contextlib.suppress(Exception):
+            out[power_key] = self._nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
         return out
+
+    def _gpu_millijoules(self, handle: Any) -> float | None:
+        """NVML's energy counter of one GPU; None where the GPU has none."""
+        if self._nvml is None:
+            return None
+        try:
+            return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+        except Exception:  # pre-Volta GPUs, or a lost one
+            return None
 
     def _sample_tree(self, baseline: bool) -> tuple[float | None, int | None]:
         """CPU seconds used by the process tree since the previous sample, and its RSS bytes.
@@ -394,6 +417,8 @@ class SystemMonitor:
             self._sums = {}
             self._counts = {}
             self._window_samples = 0
+            dt = time.monotonic() - self._energy_prev_t
+            means.update(self._gpu_energy_window(means, dt))
             means.update(self._energy_window())
         return means
 
@@ -403,6 +428,23 @@ class SystemMonitor:
             key: (self._sums[key] / self._counts[key]) if self._counts[key] else None
             for key in self._sums
         }
+
+    def _gpu_energy_window(
+        self, means: dict[str, float | None], dt: float
+    ) -> dict[str, float | None]:
+        """Each GPU's joules since the previous call (lock held): the counter's difference,
+        or the window's mean power times ``dt`` where the GPU has no counter."""
+        out: dict[str, float | None] = {}
+        for i, handle in enumerate(self._gpu_handles):
+            now = self._gpu_millijoules(handle)
+            prev = self._gpu_energy_prev[i]
+            watts = means.get(f"sys/gpu{i}_power_w")
+            if now is not None and prev is not None:
+                out[f"energy/gpu{i}_joules"] = max(0.0, now - prev) / 1000.0
+            else:
+                out[f"energy/gpu{i}_joules"] = None if watts is None else watts * dt
+            self._gpu_energy_prev[i] = now
+        return out
 
     def _energy_window(self) -> dict[str, float | None]:
         """Joules and mean watts since the previous call; None values without RAPL (lock held)."""
