@@ -49,6 +49,7 @@ from rlperf.core.errors import (
     StorageError,
     WorkerError,
     is_storage_failure,
+    make_output_dir,
 )
 from rlperf.core.faults import crash_point
 from rlperf.core.nan_guard import NonFiniteError, NonFiniteGuard, batch_tensors
@@ -382,7 +383,7 @@ class TrainingSession:
         try:
             if self.rank is not None:  # a data-parallel learner: its launcher holds the lock
                 return self._run()
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            make_output_dir(self.run_dir, "run directory")
             with _RunLock(self.run_dir):
                 if self.cfg.runner.num_learners > 1:
                     self.exit_code = data_parallel.launch_learners(self)

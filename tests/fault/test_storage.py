@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rlperf.cli import main
 from rlperf.core.checkpoint import load_checkpoint
 from tests.conftest import read_metrics, rlperf_subprocess
 
@@ -75,3 +76,17 @@ def test_a_read_only_disk_is_one_line_and_nothing_changes(small_disk: Path) -> N
         (line,) = done.stderr.strip().splitlines()
         assert "Read-only file system" in line, line
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        (["train", "--preset", "cartpole", "-i", "1", "--runs-root", "/proc/rlperf-runs"], "run"),
+        (["sweep", "quick", "-o", "/proc/rlperf-sweep"], "sweep"),
+    ],
+    ids=["train", "sweep"],
+)
+def test_an_output_directory_that_cannot_be_created_is_one_line(command, what, capsys) -> None:
+    assert main(command) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"rlperf: error: cannot create the {what} directory /proc/rlperf-")

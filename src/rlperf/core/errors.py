@@ -5,6 +5,7 @@ never a traceback; anything else is a bug and keeps its traceback.
 """
 
 import errno
+import os
 import signal
 
 
@@ -58,3 +59,15 @@ def describe_exit(exitcode: int | None) -> str:
             name = f"signal {-exitcode}"
         return f"signal {name} (exit code {exitcode})"
     return f"exit code {exitcode}"
+
+
+def make_output_dir(path: os.PathLike[str] | str, what: str) -> None:
+    """Create ``path`` (and its parents) for an output, or raise a one-line StorageError
+    naming ``what`` it is for and why it cannot be (e.g. a runs root under ``/proc``)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create the {what} {path}: {exc.strerror or exc}; choose a directory "
+            "this user can write"
+        ) from None

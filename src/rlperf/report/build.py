@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rlperf.core.errors import UserInputError
+from rlperf.core.errors import UserInputError, make_output_dir
 from rlperf.report import plots
 from rlperf.report.analysis import scaling_curves, speedups, time_to_target
 from rlperf.report.diagnose import diagnose
@@ -99,7 +99,7 @@ def build_report(
         raise UserInputError(
             f"baseline {baseline!r} is not a configuration of this report; valid: {', '.join(labels) or 'none'}"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_output_dir(out_dir, "report directory")
     result = ReportResult(out_dir / INDEX, summaries=summaries)
     sections: list[Section] = []
     run_machines = [r.machine for r in col.runs if r.manifest]

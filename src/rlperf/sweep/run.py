@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from rlperf.core.checkpoint import atomic_write_text
-from rlperf.core.errors import ConfigError
+from rlperf.core.errors import ConfigError, make_output_dir
 from rlperf.sweep.execute import (
     LOGS_DIR,
     SweepSignals,
@@ -159,7 +159,7 @@ def run_sweep(
         raise ConfigError(f"output {sweep_dir} exists and is not a directory")
     ledger = Ledger(sweep_dir)
     _check_resume(points, ledger, sweep_dir)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    make_output_dir(sweep_dir, "sweep directory")
     _write_spec(spec, list(overrides), sweep_dir)
     result = SweepResult(sweep_dir)
     state = ledger.latest()

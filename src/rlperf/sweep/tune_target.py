@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.core.checkpoint import atomic_write_text
-from rlperf.core.errors import UserInputError
+from rlperf.core.errors import UserInputError, make_output_dir
 from rlperf.sweep.execute import SweepSignals
 from rlperf.sweep.tune_trial import (
     CONFIGS_DIR,
@@ -53,7 +53,7 @@ LOCK_FILE = "tune.lock"
 
 @contextlib.contextmanager
 def _directory_lock(out_dir: Path) -> Iterator[None]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_output_dir(out_dir, "tune directory")
     with (out_dir / LOCK_FILE).open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
