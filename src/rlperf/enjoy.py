@@ -207,7 +207,7 @@ def play(
         if montezuma
         else make_env(cfg.env, dim, seed, training=False)
     )
-    writer = VideoWriter(video, ATARI_FPS / cfg.env.frameskip) if video is not None else None
+    writer = VideoWriter(video, ATARI_FPS / cfg.env.mean_frameskip) if video is not None else None
     results: list[EpisodeResult] = []
     try:
         obs_shape = tuple(env.observation_space.shape or ())

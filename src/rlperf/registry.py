@@ -162,7 +162,7 @@ def _transition_args(cfg: RunConfig, spaces: EnvSpaces) -> dict[str, Any]:
         "num_envs": cfg.env.num_envs,
         "obs_space": spaces.observation,
         "frame_stack": cfg.env.frame_stack if atari else 1,
-        "frames_per_step": cfg.env.frameskip if atari else 1,
+        "frames_per_step": cfg.env.mean_frameskip if atari else 1,
         "budget": (cfg.stop.total_timesteps, cfg.stop.iterations),
         "seed": cfg.seed,
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import numpy as np
@@ -53,12 +54,25 @@ def test_export_dataset_quantize_infer(run_copy: Path, tmp_path: Path, capsys) -
     assert main(args) == 2  # the CSV exists: not overwritten without --force
 
 
-def test_infer_batch_and_fidelity_cli(deployed_run: Path, capsys) -> None:
-    assert (
-        main(["infer", str(deployed_run), "--backend", "onnx", "--steps", "5", "--batch-size", "4"])
-        == 0
-    )
-    assert "5 calls of batch 4" in capsys.readouterr().out
+def test_infer_batch_and_fidelity_cli(deployed_run: Path, tmp_path: Path, capsys) -> None:
+    steps_file = tmp_path / "steps.csv"
+    affinity = os.sched_getaffinity(0)
+    args = ["infer", str(deployed_run), "--backend", "onnx", "--steps", "5", "--batch-size", "4"]
+    assert main([*args, "--step-output", str(steps_file), "--set-affinity", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "5 calls of batch 4" in out and "energy per call: " in out
+    assert os.sched_getaffinity(0) == affinity  # pinned for the command only
+    rows = list(csv.DictReader(steps_file.open()))
+    assert list(rows[0]) == [
+        "step", "env", "episode", "model_time_ms", "env_time_ms", "action", "reward"
+    ]  # fmt: skip
+    # one row per env and call; the envs of a call share its model time
+    assert [(int(r["step"]), int(r["env"])) for r in rows] == [
+        (s, e) for s in range(5) for e in range(4)
+    ]
+    assert len({r["model_time_ms"] for r in rows[:4]}) == 1
+    assert all(float(r["model_time_ms"]) > 0 and float(r["env_time_ms"]) > 0 for r in rows)
+    assert main([*args, "--step-output", str(steps_file)]) == 2  # kept without --force
     code = main(
         ["infer", str(deployed_run), "--check-fidelity", "--backend", "onnx", "--backend", "tflite"]
     )
@@ -85,6 +99,10 @@ def test_cartpole_dataset_cli(tmp_path: Path, capsys) -> None:
         (["quantize", "{run}", "--dataset", "{txt}"], "is not a .npy file"),
         (["dataset", "--env", "CartPole-v1", "-o", "{txt}"], "must end in .npy"),
         (["infer", "{run}", "--backend", "edgetpu", "--steps", "3"], "no Edge TPU found"),
+        (
+            ["infer", "{run}", "--backend", "torch", "--steps", "3", "--set-affinity", "99"],
+            "CPUs [99] are not available",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(
@@ -105,3 +123,12 @@ def test_list_backends_in_a_fresh_process() -> None:
     assert lines["onnx"] == "available" and lines["edgetpu"].startswith(
         "unavailable: no Edge TPU found"
     )
+
+
+def test_energy_per_call_names_what_was_measured() -> None:
+    from rlperf.deploy.infer import energy_per_call
+
+    line = energy_per_call({"energy/joules": 2.0, "energy/gpu0_joules": 0.5}, calls=1000)
+    assert line == "energy per call: CPU package 2.000 mJ, gpu0 0.500 mJ"
+    absent = energy_per_call({"energy/joules": None}, calls=1000)
+    assert "not measured" in absent

@@ -117,6 +117,37 @@ def test_get_state_set_state_is_exact_with_sticky_actions(game, sticky):
     other.close()
 
 
+def test_a_frameskip_range_draws_2_to_4_frames_per_step_reproducibly():
+    # Pong-v0: sticky actions 0.25 and a random frameskip of 2 to 4.
+    cfg = EnvConfig(id="ALE/Pong-v5", repeat_action_probability=0.25, frameskip=2, frameskip_max=4)
+
+    def skips(seed: int) -> list[int]:
+        env = AtariEnv(cfg, 84, seed=seed)
+        env.reset()
+        ale = env._ale
+        out = []
+        for i in range(300):
+            before = ale.getEpisodeFrameNumber()
+            env.step(i % 3)
+            out.append(ale.getEpisodeFrameNumber() - before)
+        env.close()
+        return out
+
+    first = skips(5)
+    assert sorted(set(first)) == [2, 3, 4]
+    assert all(60 < first.count(k) < 140 for k in (2, 3, 4))  # uniform: about 100 each
+    assert skips(5) == first and skips(6) != first
+    # The draws come from the env's snapshotted generator: a resumed env continues them.
+    env = AtariEnv(cfg, 84, seed=7)
+    env.reset()
+    _run(env, np.zeros(20, dtype=int))
+    state = env.get_state()
+    expected = _run(env, np.arange(60) % 3)
+    env.set_state(state)
+    assert _run(env, np.arange(60) % 3) == expected
+    env.close()
+
+
 def test_sticky_actions_repeat_previous_action():
     # With probability 1 the agent's action never takes effect: the game sees NOOP forever.
     def make(p: float) -> AtariEnv:

@@ -269,3 +269,15 @@ def test_a_run_directory_keeps_only_its_own_algorithm_section(tmp_path) -> None:
     assert {"env", "model", "runner", "stop", "checkpoint", "telemetry"} <= set(saved)
     run = str(tmp_path / "run")
     assert main(["train", "--resume", run, "--no-progress", "-i", "2"]) == 0  # resumes
+
+
+def test_a_frameskip_range_is_for_the_gymnasium_engine_only():
+    cfg, _ = build_train_config(["--preset", "rllib-2021"])
+    assert (cfg.env.frameskip, cfg.env.frameskip_max, cfg.env.engine) == (2, 4, "gymnasium")
+    assert cfg.env.mean_frameskip == 3.0
+    with pytest.raises(ConfigError, match="needs env.engine=gymnasium; ale-vector repeats"):
+        validate(build_train_config(["--preset", "rllib-2021", "--engine", "ale-vector"])[0])
+    with pytest.raises(
+        ConfigError, match=r"env.frameskip_max \(3\) must be at least env.frameskip \(4\)"
+    ):
+        validate(build_train_config(["env.frameskip_max=3"])[0])

@@ -45,6 +45,8 @@ class EnvConfig:
     """Atari: number of consecutive frames stacked into one observation."""
     frameskip: int = 4
     """Atari: emulator frames per agent step (the action is repeated)."""
+    frameskip_max: int | None = None
+    """Atari: each step repeats its action a uniformly drawn frameskip..frameskip_max frames (Pong-v0's random 2 to 4: frameskip=2, frameskip_max=4); gymnasium engine only; unset = always frameskip."""
     max_pool: bool = True
     """Atari: max-pool the last two frames of each skip (removes sprite flicker)."""
     resize_interpolation: ResizeInterpolation = "area"
@@ -75,6 +77,11 @@ class EnvConfig:
     """Fault injection: where faults strike: step, reset or both."""
     fault_envs: list[int] | None = None
     """Fault injection: only these envs fault (env i of the run; a runner with k envs per worker gives worker w envs w*k .. w*k+k-1), e.g. 0 or 2,3; unset = every env."""
+
+    @property
+    def mean_frameskip(self) -> float:
+        """Emulator frames per agent step on average (frameskip..frameskip_max uniformly)."""
+        return (self.frameskip + (self.frameskip_max or self.frameskip)) / 2
 
 
 @dataclass

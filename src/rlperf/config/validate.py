@@ -102,6 +102,17 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"model.hidden_sizes must be a non-empty list of positive sizes, got {cfg.model.hidden_sizes}"
         )
+    if env.frameskip_max is not None:
+        if env.frameskip_max < env.frameskip:
+            raise ConfigError(
+                f"env.frameskip_max ({env.frameskip_max}) must be at least env.frameskip "
+                f"({env.frameskip}): a step repeats frameskip..frameskip_max frames"
+            )
+        if env.engine != "gymnasium":
+            raise ConfigError(
+                f"env.frameskip_max (a random frameskip per step) needs env.engine=gymnasium; "
+                f"{env.engine} repeats a fixed env.frameskip"
+            )
     if env.num_envs % runner.num_workers:
         raise ConfigError(
             f"env.num_envs ({env.num_envs}) must be divisible by runner.num_workers ({runner.num_workers})"

@@ -7,7 +7,9 @@ Each parses its own arguments with the CLI's one-line-error parser; bad input ra
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rlperf.arguments import ArgumentParser, int_flag
@@ -181,7 +183,18 @@ def cmd_infer(argv: Sequence[str]) -> int:
     p.add_argument("--episodes", help="number of games to play")
     p.add_argument("--steps", help="number of model calls (a cap per game with --check-fidelity)")
     p.add_argument("--time-output", metavar="F.csv", help="per-episode timings as CSV")
+    p.add_argument(
+        "--step-output",
+        metavar="F.csv",
+        help="per-step timings as CSV: step, env, episode, model and env time (ms), action, reward",
+    )
     p.add_argument("--threads", default="1", help="CPU threads of the runtime (default 1)")
+    p.add_argument(
+        "-a",
+        "--set-affinity",
+        metavar="LIST",
+        help="pin this process to these CPUs, e.g. 0 or 0-1 (the thesis's -a); default: no pinning",
+    )
     p.add_argument("--batch-size", default="1", help="envs stepped together per call (default 1)")
     p.add_argument("--seed", default="0", help="env seed of the first game (default 0)")
     p.add_argument("--device", default="cpu", help="torch backend: cpu or cuda")
@@ -193,7 +206,9 @@ def cmd_infer(argv: Sequence[str]) -> int:
         help="compare backends with torch fp32: action agreement, max |dlogits|, greedy returns",
     )
     p.add_argument("--dataset", help="with --check-fidelity: observations to compare on (.npy)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --time-output file")
+    p.add_argument(
+        "--force", action="store_true", help="overwrite existing --time-output/--step-output files"
+    )
     args = p.parse_args(list(argv))
     if args.list_backends:
         return _list_backends(args.run_dir)
@@ -213,8 +228,37 @@ def cmd_infer(argv: Sequence[str]) -> int:
     for name in names or []:
         if name not in BACKENDS:
             raise UserInputError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
-    if args.time_output and Path(args.time_output).exists() and not args.force:
-        raise UserInputError(f"{args.time_output} already exists; pass --force to overwrite it")
+    for output in (args.time_output, args.step_output):
+        if output and Path(output).exists() and not args.force:
+            raise UserInputError(f"{output} already exists; pass --force to overwrite it")
+    with _pinned(args.set_affinity):
+        return _infer(args, names, threads, batch, episodes, steps, seed)
+
+
+@contextlib.contextmanager
+def _pinned(cpu_list: str | None) -> Iterator[None]:
+    """This process on the CPUs of ``cpu_list`` inside the block (the thesis's -a), its
+    own affinity again after it (``main`` may run inside a longer-lived process)."""
+    if cpu_list is None:
+        yield
+        return
+    from rlperf.config.load import parse_cpu_list
+
+    cpus = parse_cpu_list(cpu_list)
+    available = sorted(os.sched_getaffinity(0))
+    if not set(cpus) <= set(available):
+        raise UserInputError(
+            f"--set-affinity {cpu_list}: CPUs {sorted(set(cpus) - set(available))} "
+            f"are not available; this process may use {available}"
+        )
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, available)
+
+
+def _infer(args, names, threads, batch, episodes, steps, seed) -> int:  # noqa: ANN001
     from rlperf.deploy.policy import check_run_dir, load_run_policy
 
     check_run_dir(Path(args.run_dir))
@@ -226,16 +270,23 @@ def cmd_infer(argv: Sequence[str]) -> int:
     if episodes is None and steps is None:
         raise UserInputError("give --episodes N or --steps N")
     from rlperf.deploy.backends import make_backend
-    from rlperf.deploy.infer import run_greedy, write_csv
+    from rlperf.deploy.infer import energy_per_call, run_greedy, write_csv
+    from rlperf.telemetry.sysmon import SystemMonitor
 
     backend = make_backend(names[0], policy, threads, batch, device=args.device)
-    result = run_greedy(
-        backend, policy, episodes=episodes, steps=steps, seed=seed, batch_size=batch
-    )
+    with SystemMonitor() as monitor:
+        monitor.collect()  # the energy window starts with the games
+        result = run_greedy(
+            backend, policy, episodes=episodes, steps=steps, seed=seed, batch_size=batch
+        )
+        usage = monitor.collect()
     if args.time_output:
         write_csv(Path(args.time_output), result.episodes, force=args.force)
+    if args.step_output:
+        write_csv(Path(args.step_output), result.steps, force=args.force)
     print(f"backend: {backend.detail}")
     print(result.summary(names[0], batch, threads))
+    print(energy_per_call(usage, len(result.call_times_ns)))
     return 0
 
 

@@ -6,6 +6,10 @@ and the env step are not. A few untimed warm-up calls come first, so one-off cos
 planning, XNNPACK packing, CUDA context) do not count. With ``batch_size`` K, K envs (seeds
 ``seed .. seed+K-1``) step in lockstep and each call decides for all of them; a decision's
 time is the call's time.
+
+Every step is also recorded (:class:`StepTiming`: the call's model time, that env's step
+time, the action and reward), as the thesis's ``rollout_with_time.py`` did;
+``rlperf infer --step-output F.csv`` writes them.
 """
 
 from __future__ import annotations
@@ -41,6 +45,24 @@ class EpisodeTiming:
 CSV_COLUMNS = [f.name for f in fields(EpisodeTiming)]
 
 
+@dataclass(frozen=True)
+class StepTiming:
+    """One env's step: the model call that chose its action and the env step that followed."""
+
+    step: int
+    """Index of the model call (with a batch, the envs of one call share it)."""
+    env: int
+    episode: int
+    """The env's game number: 0 for its first game, 1 for its next, ..."""
+    model_time_ms: float
+    env_time_ms: float
+    action: int
+    reward: float
+
+
+STEP_CSV_COLUMNS = [f.name for f in fields(StepTiming)]
+
+
 def _episode(index: int, times_ns: list[int], reward: float) -> EpisodeTiming:
     ms = np.asarray(times_ns, dtype=np.float64) / 1e6
     return EpisodeTiming(
@@ -62,6 +84,7 @@ class InferenceResult:
     call_times_ns: np.ndarray
     unfinished: int
     """How many rows at the end of ``episodes`` are games cut short by ``steps``."""
+    steps: list[StepTiming]
 
     def summary(self, backend: str, batch_size: int, threads: int) -> str:
         ms = self.call_times_ns / 1e6
@@ -103,8 +126,10 @@ def run_greedy(
         backend(obs)
     open_times: list[list[int]] = [[] for _ in envs]
     open_reward = [0.0] * batch_size
+    games = [0] * batch_size  # finished games per env
     done: list[EpisodeTiming] = []
     calls: list[int] = []
+    rows: list[StepTiming] = []
     clock = time.perf_counter_ns
     while (episodes is None or len(done) < episodes) and (steps is None or len(calls) < steps):
         start = clock()
@@ -113,13 +138,22 @@ def run_greedy(
         calls.append(elapsed)
         actions = np.asarray(logits).argmax(-1)
         for i, env in enumerate(envs):
+            env_start = clock()
             o, reward, terminated, truncated, game_end = env.step(int(actions[i]))
+            env_ns = clock() - env_start
+            rows.append(
+                StepTiming(
+                    len(calls) - 1, i, games[i], elapsed / 1e6, env_ns / 1e6,
+                    int(actions[i]), float(reward),
+                )
+            )  # fmt: skip
             open_times[i].append(elapsed)
             open_reward[i] += reward  # the evaluation env does not clip rewards
             if terminated or truncated:  # no episodic life here: this is the game's end
                 total = game_end[0] if game_end is not None else open_reward[i]
                 done.append(_episode(len(done), open_times[i], total))
                 open_times[i], open_reward[i] = [], 0.0
+                games[i] += 1
                 o = env.reset()
             obs[i] = o
     if episodes is not None:
@@ -134,11 +168,30 @@ def run_greedy(
         close = getattr(env, "close", None)
         if close is not None:
             close()
-    return InferenceResult(done, np.asarray(calls), unfinished)
+    return InferenceResult(done, np.asarray(calls), unfinished, rows)
 
 
-def write_csv(path: Path, rows: list[EpisodeTiming], force: bool = False) -> None:
-    """Per-episode timings as CSV; an existing file is replaced only with ``force``."""
+def energy_per_call(usage: dict[str, float | None], calls: int) -> str:
+    """A line with the energy per model call from a :class:`SystemMonitor` window over the
+    games: the CPU package (RAPL: the whole package, env steps and other processes
+    included) and each GPU (NVML); says so where neither can be read."""
+    parts = []
+    if usage.get("energy/joules") is not None and calls:
+        parts.append(f"CPU package {1000 * usage['energy/joules'] / calls:.3f} mJ")
+    for key, joules in sorted(usage.items()):
+        if key.startswith("energy/gpu") and joules is not None and calls:
+            gpu = key.removeprefix("energy/").removesuffix("_joules")
+            parts.append(f"{gpu} {1000 * joules / calls:.3f} mJ")
+    if not parts:
+        return "energy per call: not measured (neither RAPL nor NVML can be read here)"
+    return "energy per call: " + ", ".join(parts)
+
+
+def write_csv(
+    path: Path, rows: list[EpisodeTiming] | list[StepTiming], force: bool = False
+) -> None:
+    """Per-episode (or per-step) timings as CSV; an existing file is replaced only with
+    ``force``."""
     path = Path(path)
     if path.exists() and not force:
         raise UserInputError(f"{path} already exists; pass --force to overwrite it")
@@ -147,7 +200,8 @@ def write_csv(path: Path, rows: list[EpisodeTiming], force: bool = False) -> Non
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with tmp.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(CSV_COLUMNS)
+        per_step = bool(rows) and isinstance(rows[0], StepTiming)
+        writer.writerow(STEP_CSV_COLUMNS if per_step else CSV_COLUMNS)
         for row in rows:
             writer.writerow([f"{v:.6g}" if isinstance(v, float) else v for v in astuple(row)])
     os.replace(tmp, path)

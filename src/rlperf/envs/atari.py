@@ -82,6 +82,7 @@ class AtariEnv:
         """Names of the agent's actions (NOOP, FIRE, ...), in action-index order."""
 
         self._frameskip = cfg.frameskip
+        self._frameskip_max = cfg.frameskip_max or cfg.frameskip
         self._pool = cfg.max_pool and cfg.frameskip >= 2
         self._sticky = float(cfg.repeat_action_probability)
         self._noop_max = cfg.noop_max
@@ -216,6 +217,8 @@ class AtariEnv:
         """Emulate one agent step and leave its (max-pooled) screen in ``_raw_last``."""
         act = self._ale.act
         k = self._frameskip
+        if self._frameskip_max > k:  # Pong-v0's random skip, from the snapshotted generator
+            k = int(self._rng.integers(k, self._frameskip_max + 1))
         pool_at = k - 2 if self._pool else -1
         reward = 0
         if self._sticky > 0.0:
@@ -308,6 +311,11 @@ def _validate(cfg: EnvConfig, dim: int) -> None:
         (isinstance(dim, int) and dim >= 1, f"env dim must be a positive integer, got {dim!r}"),
         (cfg.frame_stack >= 1, f"env.frame_stack must be >= 1, got {cfg.frame_stack}"),
         (cfg.frameskip >= 1, f"env.frameskip must be >= 1, got {cfg.frameskip}"),
+        (
+            cfg.frameskip_max is None or cfg.frameskip_max >= cfg.frameskip,
+            f"env.frameskip_max ({cfg.frameskip_max}) must be at least env.frameskip "
+            f"({cfg.frameskip})",
+        ),
         (cfg.noop_max >= 0, f"env.noop_max must be >= 0, got {cfg.noop_max}"),
         (
             cfg.resize_interpolation in RESIZE_INTERPOLATIONS,

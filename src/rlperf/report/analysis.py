@@ -128,10 +128,10 @@ class TimeToTarget:
     env_steps: int | None
     wall_s: float | None
     best: float | None
-    frames_per_step: int = 1
+    frames_per_step: float = 1
 
     @property
-    def frames(self) -> int | None:
+    def frames(self) -> float | None:
         return None if self.env_steps is None else self.env_steps * self.frames_per_step
 
 

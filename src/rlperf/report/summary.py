@@ -62,7 +62,7 @@ class RunSummary:
     actor_device: str
     precision: str
     torch_threads: int | None
-    frameskip: int
+    frameskip: float
     """Emulator frames per env step (1 for non-Atari games): frames = env steps x this."""
     iterations: int = 0
     steady: int = 0
@@ -129,8 +129,8 @@ def _steps(record: dict[str, Any]) -> float:
     return sps * wall if sps is not None and wall is not None else 0.0
 
 
-def frames_per_step(run: RunData) -> int:
-    """Emulator frames per env step: the frameskip of Atari games, 1 for anything else."""
+def frames_per_step(run: RunData) -> float:
+    """Emulator frames per env step: the (mean) frameskip of Atari games, 1 for anything else."""
     from rlperf.envs.make import is_atari
 
     env_id = str(run.get("env.id", "?"))
@@ -138,7 +138,10 @@ def frames_per_step(run: RunData) -> int:
         atari = is_atari(env_id)
     except Exception:  # noqa: BLE001 - an id this installation does not know: treat as non-Atari
         atari = env_id.startswith("ALE/")
-    return int(run.get("env.frameskip", 4)) if atari else 1
+    if not atari:
+        return 1
+    low = int(run.get("env.frameskip", 4))
+    return (low + int(run.get("env.frameskip_max") or low)) / 2
 
 
 def summarise(run: RunData) -> RunSummary:

@@ -204,7 +204,7 @@ class PlayTrainRunner(TransitionsRunner):
         num_envs: int,
         obs_space: Any,
         frame_stack: int,
-        frames_per_step: int,
+        frames_per_step: float,
         budget: tuple[int | None, int | None],
         make_env_slice: EnvSliceFactory,
         seed: int,

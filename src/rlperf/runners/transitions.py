@@ -74,7 +74,7 @@ class TransitionsRunner:
         num_envs: int,
         obs_space: Any,
         frame_stack: int,
-        frames_per_step: int,
+        frames_per_step: float,
         budget: tuple[int | None, int | None],
         seed: int,
     ) -> None:
