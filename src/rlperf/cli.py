@@ -52,10 +52,14 @@ THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim):
                        goes on a GPU when any is visible, actors take what the learner leaves
   -d/--driver-gpus X   GPUs for the learner (RLlib's driver); with X < visible GPUs the actors get
                        a GPU too, with X = 0 the learner stays on the CPU
-  -w/--workers N       runner.num_workers (worker processes of --runner subprocess)
+  -w/--workers N       RLlib 1.1's num_workers: N rollout worker processes (--runner subprocess
+                       unless the runner is given or the preset picks one with workers; env.num_envs
+                       rounds up to a multiple of N, as RLlib rounds its batch up to whole
+                       fragments); -w 0: the learner's process samples alone (runner inproc)
   -s/--save-name NAME  the run directory becomes RUNS_ROOT/NAME
   -i/--iters N         stop.iterations (a total: a resumed run counts the iterations already done)
-  -c/--cpus N          runner.torch_threads
+  -c/--cpus N          the CPUs given to the job (RLlib's num_cpus): runner.cpu_affinity = the first
+                       N CPUs of -a's list (or of this machine's); inproc learns on N torch threads
   -a/--set-affinity L  runner.cpu_affinity, a CPU list such as 0,1 or 0-3
   -r/--restore-dir DIR same as --resume DIR (--restore_dir too)"""
 
@@ -166,10 +170,8 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         ("seed", "seed"),
         ("nan_policy", "nan_policy"),
         ("runs_root", "runs_root"),
-        ("workers", "runner.num_workers"),
         ("save_name", "run_name"),
         ("iters", "stop.iterations"),
-        ("cpus", "runner.torch_threads"),
         ("set_affinity", "runner.cpu_affinity"),
     ]:
         value = getattr(args, flag)
@@ -180,6 +182,7 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
     elif args.driver_gpus is not None:
         raise ConfigError("--driver-gpus needs --gpu (gpu0, gpu1 or both)")
     explicit += config_overrides(rest)
+    explicit_keys = {key for key, _ in explicit}
 
     if args.resume:
         run_dir = _run_dir_of(Path(args.resume))
@@ -193,6 +196,8 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         apply_dict(cfg, load_preset(preset), f"preset {preset}")
     for key, value in explicit:
         set_key(cfg, key, value)
+    if args.workers is not None:
+        _thesis_workers(cfg, args.workers, explicit_keys)
     if args.envs_per_worker is not None:
         set_key(
             cfg,
@@ -200,6 +205,8 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
             get_key(cfg, "runner.num_workers")
             * int(int_flag("--envs-per-worker", args.envs_per_worker)),  # type: ignore[arg-type],
         )
+    if args.cpus is not None:
+        _thesis_cpus(cfg, args.cpus)
     if saved is not None:
         for key, _, _ in iter_fields():
             if (
@@ -211,6 +218,55 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
                     f"{key} cannot change on resume (run has {saved[key]!r}, got {get_key(cfg, key)!r})"
                 )
     return cfg, args
+
+
+def _thesis_workers(cfg: RunConfig, workers: str, explicit_keys: set[str]) -> None:
+    """-w N with RLlib 1.1's meaning (see THESIS_ALIASES); one line when it cannot be honoured."""
+    n = int_flag("-w/--workers", workers, minimum=0)
+    runner = cfg.runner
+    if n == 0:
+        if "runner.name" in explicit_keys and runner.name != "inproc":
+            raise ConfigError(
+                f"-w 0 means the learner's process samples alone (runner inproc); runner "
+                f"{runner.name} needs -w 1 or more"
+            )
+        runner.name, runner.num_workers = "inproc", 1
+        return
+    if runner.name == "inproc" and "runner.name" not in explicit_keys:
+        runner.name = "subprocess"  # N env worker processes, acting in the learner
+    if runner.name == "inproc":
+        raise ConfigError(
+            f"-w {n}: runner inproc has no worker processes; use -w 0, or runner subprocess, "
+            "decoupled, ray or hogwild"
+        )
+    runner.num_workers = n
+    if cfg.env.num_envs % n:
+        if "env.num_envs" in explicit_keys:
+            raise ConfigError(
+                f"-w {n} must divide env.num_envs ({cfg.env.num_envs}): every worker steps "
+                "the same number of envs"
+            )
+        rounded = -(-cfg.env.num_envs // n) * n
+        print(
+            f"rlperf: -w {n}: env.num_envs {cfg.env.num_envs} -> {rounded}, {rounded // n} per "
+            "worker (RLlib also rounds its train batch up to whole fragments)",
+            file=sys.stderr,
+        )
+        cfg.env.num_envs = rounded
+
+
+def _thesis_cpus(cfg: RunConfig, cpus: str) -> None:
+    """-c N: the job gets N CPUs (see THESIS_ALIASES), within -a's list when given."""
+    n = int_flag("-c/--cpus", cpus)
+    assert n is not None
+    given = cfg.runner.cpu_affinity
+    pool = list(given) if given else sorted(os.sched_getaffinity(0))
+    if n > len(pool):
+        source = f"-a gives {len(pool)}" if given else f"this process may use {len(pool)}"
+        raise ConfigError(f"-c {n} asks for {n} CPUs but {source} ({pool})")
+    cfg.runner.cpu_affinity = pool[:n]
+    if cfg.runner.name == "inproc" and cfg.runner.torch_threads is None:
+        cfg.runner.torch_threads = n
 
 
 def _same_model(a: object, b: object) -> bool:

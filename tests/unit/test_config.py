@@ -1,5 +1,6 @@
 """Configuration: presets, overrides, thesis aliases, and one-line errors with exit code 2."""
 
+import os
 import subprocess
 import sys
 
@@ -29,7 +30,11 @@ def run_cli(capsys, *argv):
         (["--ppo.num-steps", "abc"], "ppo.num_steps must be an integer, got 'abc'"),
         (["env.num_envs=0"], "env.num_envs must be positive and finite, got 0"),
         (["ppo.update_epochs=-3"], "ppo.update_epochs must be positive and finite, got -3"),
-        (["-w", "3"], "env.num_envs (8) must be divisible by runner.num_workers (3)"),
+        (["-w", "3", "env.num_envs=8"], "-w 3 must divide env.num_envs (8)"),
+        (["-w", "2", "--runner", "inproc"], "-w 2: runner inproc has no worker processes"),
+        (["-w", "0", "--runner", "decoupled"], "runner decoupled needs -w 1 or more"),
+        (["-c", "3", "-a", "0-1"], "-c 3 asks for 3 CPUs but -a gives 2 ([0, 1])"),
+        (["-c", "4096"], "-c 4096 asks for 4096 CPUs but this process may use"),
         (["--env", "ALE/Pongg-v5"], "ALE/Pongg-v5"),
         (["--preset", "nope"], "unknown preset 'nope'"),
         (["--model", "7"], "unknown model '7'"),
@@ -161,9 +166,27 @@ def test_thesis_aliases_map_onto_rlperf_options():
         ["-m", "3", "-w", "4", "-s", "exp1", "-i", "20", "-c", "2", "-a", "0-1", "-g", "none"]
     )
     assert cfg.model.name == "3"
-    assert cfg.runner.num_workers == 4 and cfg.run_name == "exp1" and cfg.stop.iterations == 20
-    assert cfg.runner.torch_threads == 2 and cfg.runner.cpu_affinity == [0, 1]
+    assert cfg.run_name == "exp1" and cfg.stop.iterations == 20
+    # -w 4: four rollout worker processes (RLlib's num_workers); -c 2: the job's two CPUs
+    assert (cfg.runner.name, cfg.runner.num_workers) == ("subprocess", 4)
+    assert cfg.runner.cpu_affinity == [0, 1]
     assert cfg.runner.learner_device == cfg.runner.actor_device == "cpu"
+
+
+def test_w_keeps_the_train_batch_and_w0_samples_in_the_learner(capsys):
+    cfg, _ = build_train_config(["--preset", "rllib-2021", "-w", "3"])
+    assert (cfg.runner.name, cfg.runner.num_workers, cfg.env.num_envs) == ("subprocess", 3, 21)
+    assert "env.num_envs 20 -> 21" in capsys.readouterr().err
+    validate(cfg)
+    cfg, _ = build_train_config(["--preset", "rllib-2021", "-w", "0"])
+    assert (cfg.runner.name, cfg.runner.num_workers, cfg.env.num_envs) == ("inproc", 1, 20)
+    validate(cfg)
+    cfg, _ = build_train_config(["--algo", "impala", "--runner", "decoupled", "-w", "2"])
+    assert (cfg.runner.name, cfg.runner.num_workers) == ("decoupled", 2)
+    # -c alone: the first N CPUs of this process's, and N torch threads for the inproc learner
+    cfg, _ = build_train_config(["-c", "1"])
+    assert cfg.runner.cpu_affinity == sorted(os.sched_getaffinity(0))[:1]
+    assert cfg.runner.torch_threads == 1
 
 
 @pytest.mark.parametrize(
