@@ -212,6 +212,7 @@ def test_fingerprint_follows_the_resolved_config() -> None:
         ("thesis-training", 30, 3),  # Exp1 (no GPUs) for each of models 1, 3 and 4
         ("thesis-cpu", 27, 0),  # every Table 3.3 experiment uses a GPU
         ("thesis-inference", 24, 3),  # R8 (no GPUs) for each model
+        ("thesis-models", 6, 6),  # Figure 3.3a: the six models, same budget
     ],
 )
 def test_shipped_sweeps_expand_as_the_thesis_tables(name: str, points: int, runnable: int) -> None:
@@ -230,6 +231,14 @@ def test_thesis_training_matches_table_3_2() -> None:
     exp1 = planned["model=thesis-4__Exp1-no_gpus_8_workers"]
     assert exp1.cfg.model.name == "thesis-4" and exp1.cfg.stop.iterations == 20
     assert exp1.cfg.telemetry.warmup_iterations == 3
+
+
+def test_thesis_models_trains_the_six_models_alike() -> None:
+    planned = plan_points(load_spec("thesis-models"), [], FAKE_CPU_ONLY)
+    assert [p.cfg.model.name for p in planned] == [f"thesis-{i}" for i in range(1, 7)]
+    budgets = {(p.cfg.stop.iterations, p.cfg.env.num_envs * p.cfg.ppo.num_steps) for p in planned}
+    assert budgets == {(2000, 4000)}  # the thesis's 2000 iterations of 4000 steps
+    assert all((p.cfg.env.frameskip, p.cfg.env.frameskip_max) == (2, 4) for p in planned)
 
 
 def test_every_shipped_sweep_loads() -> None:
