@@ -95,13 +95,19 @@ def test_inproc_stops_cleanly_with_a_checkpoint(tmp_path: Path) -> None:
     [
         ("--preset", "cartpole", "--runner", "subprocess", "--num-workers", "2"),
         ("--preset", "cartpole", "--algo", "impala", "--runner", "decoupled", "--num-workers", "2"),
-        ("--preset", "dqn-cartpole", "--runner", "play-train", "stop.total_timesteps=null"),
+        # DQN's iterations are 1000 env steps: at 0.002 its run restarted the play process
+        # about 24 times (a process start each, most of the test's minute); 0.0005 still
+        # restarts it several times.
+        (
+            "--preset", "dqn-cartpole", "--runner", "play-train", "stop.total_timesteps=null",
+            "env.fault_p_crash=0.0005",
+        ),
     ],
     ids=["subprocess", "decoupled", "play-train"],
 )
 def test_workers_are_restarted_and_the_run_completes(tmp_path: Path, args: tuple) -> None:
     done, run_dir, manifest = _run(
-        tmp_path, "run", *args, "-i", "12", "env.fault_p_crash=0.002",
+        tmp_path, "run", "env.fault_p_crash=0.002", *args, "-i", "12",
         "runner.max_worker_restarts=100",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -27,9 +27,13 @@ class TwoNodes:
     temp_dir: Path
     pids: set[int] = field(default_factory=set)
     """Every process the cluster started (raylets, GCS, workers), gathered while it ran."""
+    before: set[int] = field(default_factory=set)
+    """This process's children before the cluster started (e.g. multiprocessing's resource
+    tracker, which lives on by design): not the cluster's."""
 
     def note_processes(self) -> None:
-        self.pids |= {p.pid for p in psutil.Process().children(recursive=True)}
+        children = psutil.Process().children(recursive=True)
+        self.pids |= {p.pid for p in children if p.pid not in self.before}
 
     def shutdown(self) -> None:
         self.note_processes()
@@ -46,6 +50,7 @@ def two_nodes() -> Iterator[TwoNodes]:
     previous = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = str(temp_dir)
     (temp_dir / "ray").mkdir()
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     node_args = {"num_cpus": 1, "object_store_memory": 150 * 1024 * 1024}
     cluster = Cluster(
         initialize_head=True,
@@ -53,7 +58,7 @@ def two_nodes() -> Iterator[TwoNodes]:
     )
     cluster.add_node(**node_args)
     cluster.wait_for_nodes()
-    nodes = TwoNodes(cluster, cluster.address, temp_dir)
+    nodes = TwoNodes(cluster, cluster.address, temp_dir, before=before)
     nodes.note_processes()
     try:
         yield nodes

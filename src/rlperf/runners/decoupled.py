@@ -40,7 +40,7 @@ from rlperf.runners.shared_memory import (
     empty_batch,
     gather_rollouts,
 )
-from rlperf.runners.supervisor import Supervisor, Worker
+from rlperf.runners.supervisor import SupervisedRunner, Supervisor, Worker
 from rlperf.telemetry.timers import PhaseTimer
 
 
@@ -67,7 +67,7 @@ def _actor_error(message: str, actor: Worker | None, worker_traceback: str | Non
     return ActorError(message, worker_index=index, worker_traceback=worker_traceback)
 
 
-class DecoupledRunner:
+class DecoupledRunner(SupervisedRunner):
     """Actors and learner in separate processes, overlapping, with bounded policy lag."""
 
     name = "decoupled"
@@ -230,17 +230,3 @@ class DecoupledRunner:
             "sys/worker_restarts": float(self.workers.restarts),
             **self.stats.metrics(),
         }
-
-    def process_resources(self) -> list[dict[str, Any]]:
-        return self.workers.process_resources()
-
-    def state_dict(self) -> dict[str, Any]:
-        # Actors run ahead of the learner, so there is no consistent env snapshot to keep:
-        # a resumed run starts new episodes.
-        return {"envs": None, "worker_restarts": self.workers.restarts}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.workers.restarts = int(state.get("worker_restarts", 0))
-
-    def close(self) -> None:
-        self.workers.close()

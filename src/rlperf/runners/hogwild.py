@@ -32,7 +32,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from typing import Any
 
 import torch
 
@@ -49,7 +48,7 @@ from rlperf.runners.hogwild_worker import (
     evaluator_main,
     worker_main,
 )
-from rlperf.runners.supervisor import Supervisor, Worker
+from rlperf.runners.supervisor import SupervisedRunner, Supervisor, Worker
 from rlperf.telemetry.timers import PhaseTimer
 
 MIN_ITERATION_S = 0.5
@@ -74,7 +73,7 @@ def _hogwild_error(message: str, proc: Worker | None, tb: str | None) -> Hogwild
     return HogwildWorkerError(message, tb)
 
 
-class HogwildRunner:
+class HogwildRunner(SupervisedRunner):
     """A3C's asynchronous workers on one shared model and one shared optimizer."""
 
     name = "hogwild"
@@ -267,17 +266,3 @@ class HogwildRunner:
             metrics["eval/greedy_return_median100"] = statistics.median(returns)
             metrics["eval/greedy_episodes"] = float(self._eval_episodes)
         return metrics
-
-    def process_resources(self) -> list[dict[str, Any]]:
-        return self.workers.process_resources()
-
-    def state_dict(self) -> dict[str, Any]:
-        # Workers run their own episodes asynchronously: no consistent env snapshot exists,
-        # so a resumed run starts new episodes (weights and optimizer state are kept).
-        return {"envs": None, "worker_restarts": self.workers.restarts}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.workers.restarts = int(state.get("worker_restarts", 0))
-
-    def close(self) -> None:
-        self.workers.close()

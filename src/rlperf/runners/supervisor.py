@@ -244,3 +244,23 @@ class Supervisor:
             time.sleep(0.01)
         for worker in self.workers:
             self._stop(worker)
+
+
+class SupervisedRunner:
+    """The Runner methods of a runner whose workers run ahead of its learner (decoupled,
+    hogwild): resources from the workers' hellos, restarts kept across a resume, and no env
+    snapshot (there is no consistent one to keep: a resumed run starts new episodes)."""
+
+    workers: Supervisor
+
+    def process_resources(self) -> list[dict[str, Any]]:
+        return self.workers.process_resources()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"envs": None, "worker_restarts": self.workers.restarts}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.workers.restarts = int(state.get("worker_restarts", 0))
+
+    def close(self) -> None:
+        self.workers.close()
