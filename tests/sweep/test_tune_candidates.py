@@ -9,6 +9,7 @@ from rlperf.sweep.tune import (
     Candidate,
     architecture_candidates,
     parallelism_candidates,
+    placement_candidates,
     precision_candidates,
     thread_candidates,
 )
@@ -53,11 +54,26 @@ def test_thread_stage() -> None:
 
 
 def test_precision_stage_tries_bf16_only_where_the_machine_has_it() -> None:
-    best = Candidate("s3-inproc-envpool-t2", {"runner.name": "inproc", "runner.torch_threads": 2})
+    best = Candidate("s4-inproc-envpool-t2", {"runner.name": "inproc", "runner.torch_threads": 2})
     bf16_machine = Machine(cpus=frozenset({0, 1}), gpus=0, bf16=True)
     [point] = precision_candidates(best, pong(), bf16_machine)
-    assert point.name == "s4-inproc-envpool-t2-bf16"
+    assert point.name == "s5-inproc-envpool-t2-bf16"
     assert point.keys == {**best.keys, "runner.precision": "bf16"}
     assert precision_candidates(best, pong(), FAKE_TWO_CORES) == []  # no native bf16
-    already = Candidate("s3-x", {"runner.precision": "bf16"})
+    already = Candidate("s4-x", {"runner.precision": "bf16"})
     assert precision_candidates(already, pong(), bf16_machine) == []
+
+
+def test_placement_stage_puts_the_learner_and_actors_on_gpus_only_where_they_exist() -> None:
+    inproc = Candidate("s1-inproc-envpool", {"runner.name": "inproc"})
+    assert placement_candidates(inproc, FAKE_EIGHT_CORES) == []  # no GPU: no stage
+    one_gpu = Machine(cpus=frozenset(range(8)), gpus=1)
+    [point] = placement_candidates(inproc, one_gpu)
+    assert point.name == "s2-inproc-envpool-gpu-actors-cuda0"
+    assert point.keys["runner.learner_device"] == point.keys["runner.actor_device"] == "cuda:0"
+    decoupled = Candidate("s1-decoupled-w8", {"runner.name": "decoupled"})
+    two_gpus = Machine(cpus=frozenset(range(8)), gpus=2)
+    actors = [c.keys["runner.actor_device"] for c in placement_candidates(decoupled, two_gpus)]
+    assert actors == ["cpu", "cuda:0", "cuda:1"]
+    hogwild = Candidate("s1-hogwild-w8", {"runner.name": "hogwild"})
+    assert placement_candidates(hogwild, two_gpus) == []

@@ -1,13 +1,15 @@
 """``rlperf tune``: a short search for the fastest way to train a given algorithm and game here.
 
-Four stages, each a small sweep (isolated processes, ``sweep.jsonl``, resumable), each
+Five stages, each a small sweep (isolated processes, ``sweep.jsonl``, resumable), each
 starting from the best point of the previous one:
 
 1. architecture: runner x engine (in-process gymnasium, the C++ engines for Atari games,
    env worker processes; decoupled actors for APPO/IMPALA);
-2. parallelism: worker processes (or, in process, the number of envs) around the winner;
-3. threads: the learner's torch threads;
-4. precision: the learner in bf16 where the machine computes it natively (AMX-BF16 or
+2. placement, where GPUs exist: the learner on a GPU, and for runners with actor processes
+   the actors on the CPU, the same GPU or a second one;
+3. parallelism: worker processes (or, in process, the number of envs) around the winner;
+4. threads: the learner's torch threads;
+5. precision: the learner in bf16 where the machine computes it natively (AMX-BF16 or
    AVX512-BF16 CPUs, bf16 GPUs), if the base is fp32.
 
 Every point trains for ``--point-s`` seconds and is scored by its median SPS over the
@@ -15,7 +17,7 @@ iterations after warm-up. The batch per update (envs x steps per env) is kept co
 the number of envs changes, so every point trains the same algorithm and only the speed
 differs. The result is the fastest configuration, its command line and the runners-up.
 
-Over 400 lines: the SPS search's four stages plus the command line of both objectives (the
+Over 400 lines: the SPS search's five stages plus the command line of both objectives (the
 time-to-target study itself is tune_target.py and tune_trial.py).
 """
 
@@ -103,6 +105,30 @@ def architecture_candidates(cfg: RunConfig, machine: Machine, atari: bool) -> li
     return out
 
 
+ACTOR_PROCESS_RUNNERS = ("decoupled", "ray")
+"""Runners whose acting network lives in other processes, on runner.actor_device."""
+
+
+def placement_candidates(best: Candidate, machine: Machine) -> list[Candidate]:
+    """Stage 2, with GPUs only: the learner on the first GPU; where actors are processes of
+    their own, them on the CPU, the same GPU or (two GPUs) the second one."""
+    runner = best.keys.get("runner.name", "inproc")
+    if machine.gpus == 0 or runner == "hogwild":  # hogwild shares its model in CPU memory
+        return []
+    if runner in ACTOR_PROCESS_RUNNERS:
+        actors = ["cpu", "cuda:0"] + (["cuda:1"] if machine.gpus >= 2 else [])
+    else:
+        actors = ["cuda:0"]  # acting is the learner's network, where the learner is
+    stem = best.name.split("-", 1)[1]
+    return [
+        Candidate(
+            f"s2-{stem}-gpu-actors-{actor.replace(':', '')}",
+            {**best.keys, "runner.learner_device": "cuda:0", "runner.actor_device": actor},
+        )
+        for actor in actors
+    ]
+
+
 def parallelism_candidates(best: Candidate, cfg: RunConfig, machine: Machine) -> list[Candidate]:
     """Stage 2: workers (worker runners) or the number of envs (in process) around ``best``,
     with the batch per update kept at num_envs x num_steps."""
@@ -115,7 +141,7 @@ def parallelism_candidates(best: Candidate, cfg: RunConfig, machine: Machine) ->
         current = int(keys.get("runner.num_workers", 1))
         for w in _divisors(n, [machine.cores // 2, machine.cores, 2 * machine.cores]):
             if w != current:
-                out.append(Candidate(f"s2-{runner}-w{w}", {**keys, "runner.num_workers": w}))
+                out.append(Candidate(f"s3-{runner}-w{w}", {**keys, "runner.num_workers": w}))
         return out
     batch = n * steps
     for envs in (n // 2, n * 2):
@@ -123,7 +149,7 @@ def parallelism_candidates(best: Candidate, cfg: RunConfig, machine: Machine) ->
             engine = keys.get("env.engine", "gymnasium")
             out.append(
                 Candidate(
-                    f"s2-inproc-{engine}-e{envs}",
+                    f"s3-inproc-{engine}-e{envs}",
                     {**keys, "env.num_envs": envs, _steps_key(cfg.algo): batch // envs},
                 )
             )
@@ -136,7 +162,7 @@ def thread_candidates(best: Candidate, machine: Machine) -> list[Candidate]:
     options = sorted({1, max(1, machine.cores // 2), machine.cores})
     stem = best.name.split("-", 1)[1]
     return [
-        Candidate(f"s3-{stem}-t{t}", {**best.keys, "runner.torch_threads": t})
+        Candidate(f"s4-{stem}-t{t}", {**best.keys, "runner.torch_threads": t})
         for t in options
         if t != current and not (current is None and t == machine.cores)
     ]
@@ -148,7 +174,7 @@ def precision_candidates(best: Candidate, cfg: RunConfig, machine: Machine) -> l
     if not machine.bf16 or precision != "fp32":
         return []
     stem = best.name.split("-", 1)[1]
-    return [Candidate(f"s4-{stem}-bf16", {**best.keys, "runner.precision": "bf16"})]
+    return [Candidate(f"s5-{stem}-bf16", {**best.keys, "runner.precision": "bf16"})]
 
 
 def _sps(record: dict[str, Any] | None) -> float | None:
@@ -177,7 +203,7 @@ def run_tune(
     base_args: list[str],
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run the four stages in ``out_dir`` and return the ranking (also in ``tune.json``)."""
+    """Run the five stages in ``out_dir`` and return the ranking (also in ``tune.json``)."""
     from rlperf.envs.make import is_atari
 
     cfg = RunConfig()
@@ -198,6 +224,7 @@ def run_tune(
     used = 0
     stages = [
         lambda _b: architecture_candidates(cfg, machine, is_atari(cfg.env.id)),
+        lambda b: placement_candidates(b, machine),
         lambda b: parallelism_candidates(b, cfg, machine),
         lambda b: thread_candidates(b, machine),
         lambda b: precision_candidates(b, cfg, machine),
