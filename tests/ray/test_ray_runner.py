@@ -253,6 +253,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.parametrize("algo", [a for a in registry.ALGORITHMS if allowed(a, "ray")])
+def test_every_algorithm_the_facts_allow_trains_on_ray(two_nodes, runs_root: Path, algo) -> None:
+    # The ray column of tests/contract/test_runner_matrix.py, on the cluster shared here
+    # (before the test that shuts it down).
+    argv = ["train", "--algo", algo, *CARTPOLE[2:], "--ray-address", two_nodes.address]
+    argv += ["--runs-root", str(runs_root), "-s", algo, "-i", "2", "telemetry.tensorboard=false"]
+    assert main(argv) == 0
+    two_nodes.note_processes()
+    rows = read_metrics(runs_root / algo)
+    assert [r["iteration"] for r in rows] == [1, 2]
+    assert all(r["sys/live_workers"] == 2 and r["perf/actor_steps_per_s"] > 0 for r in rows)
+    assert any(k.startswith("losses/") and v is not None for k, v in rows[-1].items())
+    manifest = json.loads((runs_root / algo / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+
+
 def test_shutdown_leaves_no_ray_processes(two_nodes) -> None:
     two_nodes.shutdown()
 
@@ -347,18 +363,3 @@ def test_a_bad_ray_address_is_a_one_line_error(address, message, runs_root: Path
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith(f"rlperf: error: {message}"), result.stderr
     assert not list(runs_root.glob("*/metrics.jsonl"))
-
-
-@pytest.mark.parametrize("algo", [a for a in registry.ALGORITHMS if allowed(a, "ray")])
-def test_every_algorithm_the_facts_allow_trains_on_ray(two_nodes, runs_root: Path, algo) -> None:
-    # The ray column of tests/contract/test_runner_matrix.py, on the cluster shared here.
-    argv = ["train", "--algo", algo, *CARTPOLE[2:], "--ray-address", two_nodes.address]
-    argv += ["--runs-root", str(runs_root), "-s", algo, "-i", "2", "telemetry.tensorboard=false"]
-    assert main(argv) == 0
-    two_nodes.note_processes()
-    rows = read_metrics(runs_root / algo)
-    assert [r["iteration"] for r in rows] == [1, 2]
-    assert all(r["sys/live_workers"] == 2 and r["perf/actor_steps_per_s"] > 0 for r in rows)
-    assert any(k.startswith("losses/") and v is not None for k, v in rows[-1].items())
-    manifest = json.loads((runs_root / algo / "manifest.json").read_text())
-    assert manifest["status"] == "completed"
