@@ -121,8 +121,8 @@ def test_hogwild_restarts_a_worker_whose_env_crashed(tmp_path: Path) -> None:
     # Stopping cleanly instead (runner.restart_failed_workers=false):
     # tests/fault/test_hogwild_shutdown.py.
     done, run_dir, manifest = _run(
-        tmp_path, "hogwild", "--preset", "a3c-football-quick", "-i", "8",
-        "env.fault_p_crash=0.01", "runner.max_worker_restarts=1000",
+        tmp_path, "hogwild", "--preset", "a3c-football-quick", "-i", "6",
+        "env.fault_p_crash=0.002", "runner.max_worker_restarts=1000",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "InjectedCrash" in done.stderr and "Traceback" not in done.stderr, done.stderr
