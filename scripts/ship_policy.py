@@ -1,6 +1,7 @@
-"""Turn a training run into a small policy directory that ships as test data.
+"""Turn a training run into a small policy directory that ships with rlperf (and its tests).
 
-    python scripts/ship_policy.py RUN_DIR tests/data/pong-policy --games 5
+    python scripts/ship_policy.py RUN_DIR src/rlperf/deploy/policies/pong --games 5 \\
+        --history "rlperf train ..." --history ...
 
 The output is a run directory that ``rlperf export/quantize/infer/enjoy`` accept: the run's
 ``config.yaml`` (its runs root reset, nothing of the machine it ran on), one checkpoint
@@ -29,6 +30,12 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--games", type=int, default=5, help="greedy evaluation games")
+    parser.add_argument(
+        "--history",
+        action="append",
+        default=[],
+        help="an earlier command of the run (the manifest holds only the last one), in order",
+    )
     args = parser.parse_args()
 
     from rlperf.core.checkpoint import checkpoint_name, load_checkpoint, save_checkpoint
@@ -45,8 +52,9 @@ def main() -> None:
     (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     state = load_checkpoint(run_dir)
     weights = state["algorithm"]["policy"]
-    steps = int(state.get("env_steps") or 0)
-    iteration = int(state.get("iteration") or 0)
+    counters = state.get("counters") or {}
+    steps = int(counters.get("env_steps") or 0)
+    iteration = int(counters.get("iteration") or 0)
     save_checkpoint(
         out / "checkpoints",
         checkpoint_name(iteration, steps),
@@ -60,11 +68,13 @@ def main() -> None:
     records = (run_dir / "metrics.jsonl").read_text().splitlines()
     last = json.loads(records[-1])
     command = list(manifest.get("rlperf_command") or [])
+    redacted = {"--runs-root": "runs", "--resume": "RUN_DIR"}
     for i, word in enumerate(command[:-1]):
-        if word == "--runs-root":  # where it ran is of that machine, not of the policy
-            command[i + 1] = "runs"
+        if word in redacted:  # where it ran is of that machine, not of the policy
+            command[i + 1] = redacted[word]
     provenance = {
         "run": {**{k: manifest.get(k) for k in MANIFEST_KEYS}, "rlperf_command": command},
+        "earlier_commands": args.history,
         "last_record": {
             k: last.get(k)
             for k in ("iteration", "timesteps_total", "time_total_s", "episode_reward_mean")

@@ -187,14 +187,14 @@ def play(
     actor-critics (trained stochastic policies can loop forever when made greedy).
     """
     from rlperf.config.load import load_config_file
-    from rlperf.deploy.policy import CONFIG_FILE, check_run_dir
+    from rlperf.deploy.policy import CONFIG_FILE, resolve_policy_source
     from rlperf.envs.make import is_atari, make_env
     from rlperf.envs.montezuma import MontezumaEnv, is_montezuma
     from rlperf.registry import resolve_dim
 
     if episodes < 1:
         raise UserInputError(f"--episodes must be >= 1, got {episodes}")
-    run_dir = check_run_dir(Path(run_dir))
+    run_dir = resolve_policy_source(str(run_dir))
     cfg = load_config_file(run_dir / CONFIG_FILE)
     atari = is_atari(cfg.env.id)
     if video is not None and not atari:
@@ -265,7 +265,11 @@ def cmd_enjoy(argv: Sequence[str]) -> int:
         "prints the total reward of each game (and on Montezuma's Revenge the rooms visited), "
         "optionally records a video.",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by rlperf train")
+    p.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        help="a run directory written by rlperf train, or shipped:pong (shipped with rlperf)",
+    )
     p.add_argument("--episodes", type=int, default=1, help="games to play (default 1)")
     p.add_argument("--video", metavar="PATH", help="record the games to PATH (.mp4 or .gif)")
     p.add_argument("--checkpoint", metavar="PATH", help="a checkpoint of the run (default: latest)")

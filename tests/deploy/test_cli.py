@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rlperf.cli import main
+from rlperf.deploy.policy import load_run_policy
 from tests.conftest import rlperf_subprocess
 
 
@@ -20,7 +21,8 @@ def test_export_dataset_quantize_infer(run_copy: Path, tmp_path: Path, capsys) -
     assert (
         main(["dataset", str(run_copy), "--n", "120", "-o", str(obs_file), "--play", "policy"]) == 0
     )
-    assert np.load(obs_file, allow_pickle=False).shape == (120, 4, 84, 84)
+    shape = load_run_policy(run_copy).obs_shape
+    assert np.load(obs_file, allow_pickle=False).shape == (120, *shape)
     assert (
         main(["quantize", str(run_copy), "--dataset", str(obs_file), "--format", "onnx", "--force"])
         == 0
@@ -103,6 +105,7 @@ def test_cartpole_dataset_cli(tmp_path: Path, capsys) -> None:
             ["infer", "{run}", "--backend", "torch", "--steps", "3", "--set-affinity", "99"],
             "CPUs [99] are not available",
         ),
+        (["infer", "shipped:chess", "--backend", "torch"], "no shipped policy 'shipped:chess'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(
@@ -114,6 +117,11 @@ def test_bad_input_is_one_line_exit_2(
     assert main([a.format(**fill) for a in args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rlperf: error:") and message in err[0], err
+
+
+def test_the_shipped_policy_plays_by_name(capsys) -> None:
+    assert main(["infer", "shipped:pong", "--backend", "torch", "--steps", "40"]) == 0
+    assert "torch" in capsys.readouterr().out
 
 
 def test_list_backends_in_a_fresh_process() -> None:

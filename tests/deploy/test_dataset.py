@@ -12,8 +12,11 @@ from rlperf.core.errors import UserInputError
 from rlperf.deploy.dataset import load_observations, record_observations, save_observations
 
 
-def test_pong_observations_have_the_runs_shape_and_dtype(pong_obs) -> None:
-    assert pong_obs["calib"].shape == (300, 4, 84, 84) and pong_obs["calib"].dtype == np.uint8
+def test_pong_observations_have_the_runs_shape_and_dtype(pong_run, pong_obs) -> None:
+    from rlperf.deploy.policy import load_run_policy
+
+    shape = load_run_policy(pong_run).obs_shape
+    assert pong_obs["calib"].shape == (300, *shape) and pong_obs["calib"].dtype == np.uint8
     assert len(np.unique(pong_obs["calib"][:, -1].reshape(300, -1), axis=0)) > 250  # frames move
 
 

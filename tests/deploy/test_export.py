@@ -63,11 +63,12 @@ def test_tflite_signature_and_fixed_batch(deployed_run: Path, run_copy: Path) ->
         "serving_default": {"inputs": ["obs"], "outputs": ["logits"]}
     }
     (inp,) = it.get_input_details()
-    assert inp["dtype"] == np.uint8 and list(inp["shape"]) == [1, 4, 84, 84]
+    shape = list(load_run_policy(deployed_run).obs_shape)
+    assert inp["dtype"] == np.uint8 and list(inp["shape"]) == [1, *shape]
     export_run(run_copy, "tflite", batch_size=4, with_value=True, force=True)
     it = Interpreter(model_path=str(run_copy / "export" / "policy.tflite"))
     assert it.get_signature_list()["serving_default"]["outputs"] == ["logits", "value"]
-    assert list(it.get_input_details()[0]["shape"]) == [4, 4, 84, 84]
+    assert list(it.get_input_details()[0]["shape"]) == [4, *shape]
 
 
 def test_existing_export_needs_force(deployed_run: Path) -> None:

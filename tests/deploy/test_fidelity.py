@@ -13,12 +13,15 @@ from rlperf.deploy.fidelity import check_backend, check_fidelity, compare_logits
 from rlperf.deploy.policy import PolicyGraph, load_run_policy, torch_logits
 from rlperf.models.conv import InputScaledConv2d
 
+GAMES = 3
+"""Greedy games per backend in the game test (a game of this policy is a few thousand steps)."""
 
-def test_fixture_policy_acts_non_uniformly(deployed_run: Path, pong_obs) -> None:
+
+def test_the_shipped_policy_acts_non_uniformly(deployed_run: Path, pong_obs) -> None:
     policy = load_run_policy(deployed_run)
     actions = torch_logits(policy.model, pong_obs["eval"]).argmax(1)
     counts = np.bincount(actions, minlength=policy.num_actions)
-    assert (counts >= 0.1 * len(actions)).sum() >= 3, counts  # three actions in real use
+    assert (counts >= 0.1 * len(actions)).sum() >= 2, counts  # it moves its paddle both ways
 
 
 def test_every_backend_keeps_the_actions(deployed_run: Path, pong_obs) -> None:
@@ -26,32 +29,31 @@ def test_every_backend_keeps_the_actions(deployed_run: Path, pong_obs) -> None:
     names = [n for n, reason in backend_status(policy) if reason is None]
     assert {"torch", "onnx", "onnx-int8", "tflite", "tflite-int8"} <= set(names)
     backends = [make_backend(n, policy, threads=1) for n in names]
-    results, torch_returns = check_fidelity(
-        policy, backends, pong_obs["eval"], episodes=1, seed=3, max_steps=150
-    )
+    results, _ = check_fidelity(policy, backends, pong_obs["eval"])
     by_name = {r.backend: r for r in results}
     for name in ("torch", "onnx", "tflite"):
         assert by_name[name].agreement >= 0.999, by_name[name]
         assert by_name[name].rel_dlogits <= 1e-4, by_name[name]
-    # A floor only: see test_int8_backends_reach_the_issue_target below.
+    # int8 with its calibration (frames of the policy playing): the issue's 97 % (measured
+    # 98.2-98.5 % over three calibration/evaluation seed pairs, docs/deploy.md).
     for name in ("onnx-int8", "tflite-int8"):
-        assert by_name[name].agreement >= 0.85, by_name[name]
+        assert by_name[name].agreement >= 0.97, by_name[name]
     assert all(by_name[n].passed for n in ("torch", "onnx", "tflite"))
-    assert len(torch_returns) == 1 and all(len(r.returns) == 1 for r in results)
 
 
-@pytest.mark.xfail(
-    reason="the few-seconds fixture policy is fragile (many frames within 0.1 of a tie between "
-    "two actions): int8 agreement measures 90-97% on it, below the 97% target; a policy "
-    "trained for real is needed to hold int8 to it (docs/deploy.md, Fidelity)",
-    strict=False,
-)
-def test_int8_backends_reach_the_issue_target(deployed_run: Path, pong_obs) -> None:
+def test_int8_wins_games_like_fp32(deployed_run: Path, pong_obs) -> None:
+    # The thesis's int8 policy scored -21 in every game against fp32's -2..-5, unnoticed.
     policy = load_run_policy(deployed_run)
-    reference = torch_logits(policy.model, pong_obs["eval"])
-    for name in ("onnx-int8", "tflite-int8"):
-        result = check_backend(make_backend(name, policy), pong_obs["eval"], reference)
-        assert result.agreement >= 0.97, result
+    backends = [make_backend(n, policy, threads=1) for n in ("onnx-int8", "tflite-int8")]
+    results, fp32 = check_fidelity(
+        policy, backends, pong_obs["eval"][:100], episodes=GAMES, seed=500
+    )
+    assert np.mean(fp32) >= 15, fp32  # the policy wins its games: a fair comparison
+    for result in results:
+        # Within noise: the spread of fp32's own games (at least 3 points) around its mean.
+        noise = max(3.0, 2 * float(np.std(fp32 + result.returns)))
+        worst = np.mean(fp32) - noise
+        assert np.mean(result.returns) >= worst, (result.backend, result.returns, fp32)
 
 
 def _export_broken(run_dir: Path, graph: torch.nn.Module, names: list[str]) -> None:

@@ -99,7 +99,11 @@ def test_inproc_stops_cleanly_with_a_checkpoint(tmp_path: Path) -> None:
         # about 24 times (a process start each, most of the test's minute); 0.0005 still
         # restarts it several times.
         (
-            "--preset", "dqn-cartpole", "--runner", "play-train", "stop.total_timesteps=null",
+            "--preset",
+            "dqn-cartpole",
+            "--runner",
+            "play-train",
+            "stop.total_timesteps=null",
             "env.fault_p_crash=0.0005",
         ),
     ],

@@ -197,6 +197,26 @@ def test_affinity_outside_the_machine_is_skipped_and_workers_flagged() -> None:
     assert points["fits"].env == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def test_a_grid_axis_of_named_bundles_sets_several_keys_per_value() -> None:
+    spec = spec_of(
+        grid={
+            "variant": [
+                {"name": "small", "env.num_envs": 2, "ppo.num_steps": 8},
+                {"name": "wide", "env": {"num_envs": 8}},
+            ],
+            "seed": [1, 2],
+        }
+    )
+    planned = plan_points(spec, [], FAKE_CPU_ONLY)
+    assert [p.name for p in planned] == [
+        "variant=small__seed=1", "variant=small__seed=2", "variant=wide__seed=1", "variant=wide__seed=2",
+    ]  # fmt: skip
+    assert (planned[0].cfg.env.num_envs, planned[0].cfg.ppo.num_steps) == (2, 8)
+    assert planned[3].cfg.env.num_envs == 8 and planned[3].cfg.seed == 2
+    with pytest.raises(ConfigError, match="mapping under grid key variant needs a name"):
+        spec_of(grid={"variant": [{"env.num_envs": 2}]})
+
+
 def test_fingerprint_follows_the_resolved_config() -> None:
     spec = spec_of(points=[{"name": "a"}])
     first = plan_points(spec, [], FAKE_CPU_ONLY)[0].fingerprint()
@@ -211,7 +231,7 @@ def test_fingerprint_follows_the_resolved_config() -> None:
         ("workers", 5, 5),
         ("thesis-training", 30, 3),  # Exp1 (no GPUs) for each of models 1, 3 and 4
         ("thesis-cpu", 27, 0),  # every Table 3.3 experiment uses a GPU
-        ("thesis-inference", 24, 3),  # R8 (no GPUs) for each model
+        ("thesis-inference", 32, 4),  # R8 (no GPUs) for each model and the trained policy
         ("thesis-models", 6, 6),  # Figure 3.3a: the six models, same budget
     ],
 )
@@ -281,3 +301,28 @@ def test_cli_list_prints_points(tmp_path: Path, capsys: pytest.CaptureFixture) -
     assert "here: runs" in out
     assert "gpu: skipped: needs GPU: 64 GPUs" in out
     assert not (tmp_path / "runs").exists()  # listing writes nothing
+
+
+def test_thesis_backends_times_the_shipped_trained_policy_on_every_backend() -> None:
+    planned = plan_points(load_spec("thesis-backends"), [], FAKE_CPU_ONLY)
+    assert len(planned) == 24  # (models 1, 3, 4 + the trained policy) x 6 backends
+    trained = [p for p in planned if p.name.startswith("policy=trained-pong__")]
+    assert [p.infer["backend"] for p in trained] == [
+        "torch", "onnx", "onnx-int8", "tflite", "tflite-int8", "edgetpu",
+    ]  # fmt: skip
+    assert {p.infer["run"] for p in trained} == {"shipped:pong"}
+
+
+def test_an_unknown_shipped_policy_is_refused_when_planning() -> None:
+    spec = parse_spec(
+        {
+            "command": "infer",
+            "base": {"env.id": "ALE/Pong-v5"},
+            "points": [{"infer.run": "shipped:chess"}],
+        },
+        "test.yaml",
+    )
+    with pytest.raises(
+        ConfigError, match=r"no shipped policy 'shipped:chess'; valid: shipped:pong"
+    ):
+        plan_points(spec, [], FAKE_CPU_ONLY)

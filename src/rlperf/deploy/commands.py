@@ -96,10 +96,9 @@ def cmd_dataset(argv: Sequence[str]) -> int:
     from rlperf.deploy.dataset import record_observations, save_observations
 
     if args.run_dir is not None:
-        from rlperf.deploy.policy import check_run_dir, load_run_policy
+        from rlperf.deploy.policy import load_run_policy, resolve_policy_source
 
-        check_run_dir(Path(args.run_dir))
-        policy = load_run_policy(Path(args.run_dir))
+        policy = load_run_policy(resolve_policy_source(args.run_dir))
         cfg, dim = policy.cfg, policy.dim
         player = policy.model if args.play == "policy" else None
     else:
@@ -159,9 +158,9 @@ def _list_backends(run_dir: str | None) -> int:
 
     policy = None
     if run_dir is not None:
-        from rlperf.deploy.policy import check_run_dir, load_run_policy
+        from rlperf.deploy.policy import load_run_policy, resolve_policy_source
 
-        policy = load_run_policy(check_run_dir(Path(run_dir)))
+        policy = load_run_policy(resolve_policy_source(run_dir))
     for name, reason in backend_status(policy):
         print(f"{name:<12} {'available' if reason is None else 'unavailable: ' + reason}")
     return 0
@@ -176,7 +175,13 @@ def cmd_infer(argv: Sequence[str]) -> int:
         epilog="backends: torch, onnx, onnx-int8, tflite, tflite-int8, edgetpu "
         "(--list-backends says which run here)",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", nargs="?")
+    p.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        nargs="?",
+        help="a run directory written by rlperf train, or shipped:pong (the trained Pong policy "
+        "shipped with rlperf)",
+    )
     p.add_argument(
         "--backend", action="append", help="inference backend (repeatable with --check-fidelity)"
     )
@@ -259,10 +264,10 @@ def _pinned(cpu_list: str | None) -> Iterator[None]:
 
 
 def _infer(args, names, threads, batch, episodes, steps, seed) -> int:  # noqa: ANN001
-    from rlperf.deploy.policy import check_run_dir, load_run_policy
+    from rlperf.deploy.policy import load_run_policy, resolve_policy_source
 
-    check_run_dir(Path(args.run_dir))
-    policy = load_run_policy(Path(args.run_dir), Path(args.checkpoint) if args.checkpoint else None)
+    run_dir = resolve_policy_source(args.run_dir)  # read only: a shipped policy works too
+    policy = load_run_policy(run_dir, Path(args.checkpoint) if args.checkpoint else None)
     if args.check_fidelity:
         return _fidelity(args, policy, names, threads, batch, episodes, steps, seed)
     if not names or len(names) != 1:

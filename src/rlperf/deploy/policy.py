@@ -20,6 +20,11 @@ from rlperf.core.errors import CheckpointError, UserInputError
 from rlperf.models.policy import ActorCritic, network_input
 
 CONFIG_FILE = "config.yaml"
+SHIPPED_PREFIX = "shipped:"
+"""``infer.run`` (and :func:`resolve_policy_source`) spelling of a policy shipped with rlperf."""
+SHIPPED_DIR = Path(__file__).resolve().parent / "policies"
+"""Run directories of policies trained by rlperf and shipped inside the package (each with a
+``provenance.json`` saying how it was made)."""
 
 
 @dataclass
@@ -52,6 +57,27 @@ def check_run_dir(path: Path) -> Path:
             f"{path} is not a run directory (no {CONFIG_FILE}); pass the run_dir that `rlperf train` printed"
         )
     return path
+
+
+def shipped_policies() -> list[str]:
+    """Names of the policies shipped with rlperf (``shipped:NAME``)."""
+    if not SHIPPED_DIR.is_dir():
+        return []
+    return sorted(p.name for p in SHIPPED_DIR.iterdir() if (p / CONFIG_FILE).is_file())
+
+
+def resolve_policy_source(value: str) -> Path:
+    """The run directory that ``value`` names: ``shipped:NAME`` or a path.
+
+    A shipped policy lives inside the installed package: callers that write exports next to
+    the policy copy it first (see :mod:`rlperf.sweep.infer_point`)."""
+    if not value.startswith(SHIPPED_PREFIX):
+        return check_run_dir(Path(value))
+    name = value.removeprefix(SHIPPED_PREFIX)
+    if name not in shipped_policies():
+        valid = ", ".join(SHIPPED_PREFIX + n for n in shipped_policies()) or "none installed"
+        raise UserInputError(f"no shipped policy {value!r}; valid: {valid}")
+    return SHIPPED_DIR / name
 
 
 def env_spec(cfg: RunConfig) -> tuple[int, tuple[int, ...], np.dtype, int]:

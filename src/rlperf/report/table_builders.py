@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rlperf.report import plots
@@ -136,8 +137,16 @@ def resource_table(summaries: list[RunSummary]) -> Table:
     return t
 
 
+def _policy_label(result: dict[str, Any]) -> str:
+    """The model's name, and the trained policy's source when it is not a fresh network."""
+    model, policy = str(result.get("model")), result.get("policy")
+    if not policy or str(policy).startswith("fresh"):
+        return model
+    return f"{model} ({Path(str(policy)).name})"
+
+
 def inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
-    models = list(dict.fromkeys(str(i.result.get("model")) for i in items))
+    models = list(dict.fromkeys(_policy_label(i.result) for i in items))
     backends = list(dict.fromkeys(plots._backend_name(i) for i in items))
     latency = Table(
         "inference_latency",
@@ -151,7 +160,7 @@ def inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
                 (
                     i
                     for i in items
-                    if str(i.result.get("model")) == model and plots._backend_name(i) == b
+                    if _policy_label(i.result) == model and plots._backend_name(i) == b
                 ),
                 None,
             )
@@ -186,7 +195,7 @@ def inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
         verdict = "-" if not f else ("pass" if f.get("passed") else f"FAIL: {f.get('problem')}")
         fidelity.rows.append(
             [
-                r.get("model"),
+                _policy_label(r),
                 plots._backend_name(i),
                 r.get("precision"),
                 r.get("calls"),

@@ -37,7 +37,7 @@ class InferSettings:
     """The ``infer.*`` keys of an inference sweep."""
 
     run: str | None = None
-    """A trained run directory whose latest policy is timed; unset = a fresh network of model.name (random weights)."""
+    """A trained run directory whose latest policy is timed, or ``shipped:NAME`` for a policy shipped with rlperf (shipped:pong); unset = a fresh network of model.name (random weights)."""
     backend: str = "torch"
     """Inference backend: torch, onnx, onnx-int8, tflite, tflite-int8 or edgetpu."""
     device: str = "cpu"
@@ -90,7 +90,25 @@ def _scratch_run(out_dir: Path, cfg: Any) -> Path:
     return run
 
 
-def _ensure_file(policy: Any, backend: str, calibration: int, seed: int) -> None:
+def _policy_run(source: str, out_dir: Path) -> Path:
+    """The run directory of ``infer.run``; a shipped policy is copied under ``out_dir`` first,
+    since exports are written next to the policy and the package must stay as installed."""
+    import shutil
+
+    from rlperf.deploy.policy import SHIPPED_PREFIX, resolve_policy_source
+
+    run = resolve_policy_source(source)
+    if not source.startswith(SHIPPED_PREFIX):
+        return run
+    copy = out_dir / "policy"
+    if not copy.exists():
+        shutil.copytree(run, copy)
+    return copy
+
+
+def _ensure_file(
+    policy: Any, backend: str, calibration: int, seed: int, player: Any = None
+) -> None:
     """Write the exported or quantized file ``backend`` loads, when it is not there yet."""
     from rlperf.deploy.backends import BACKENDS
     from rlperf.deploy.export import FILES, export_dir, export_run
@@ -104,7 +122,7 @@ def _ensure_file(policy: Any, backend: str, calibration: int, seed: int) -> None
     from rlperf.deploy.dataset import record_observations
     from rlperf.deploy.quantize import quantize_run
 
-    obs, _ = record_observations(policy.cfg, policy.dim, calibration, seed=seed)
+    obs, _ = record_observations(policy.cfg, policy.dim, calibration, seed=seed, policy=player)
     quantize_run(policy, obs, (key.removesuffix("-int8"),))
 
 
@@ -140,13 +158,16 @@ def run_point(config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     cfg = RunConfig()
     apply_dict(cfg, config["config"], "inference point config")
     s = InferSettings(**config["infer"])
-    run = Path(s.run) if s.run else _scratch_run(out_dir, cfg)
+    run = _policy_run(s.run, out_dir) if s.run else _scratch_run(out_dir, cfg)
     policy = load_run_policy(run)
-    _ensure_file(policy, s.backend, s.calibration_observations, s.seed + 7)
+    # A trained policy is calibrated and checked on frames of its own play (what it will
+    # see deployed); a fresh network's play is random anyway.
+    player = policy.model if s.run else None
+    _ensure_file(policy, s.backend, s.calibration_observations, s.seed + 7, player)
     reference = obs = None
     if s.fidelity_observations > 0:  # torch's logits first: a torch backend may move the net
         obs, _ = record_observations(
-            policy.cfg, policy.dim, s.fidelity_observations, seed=s.seed + 1
+            policy.cfg, policy.dim, s.fidelity_observations, seed=s.seed + 1, policy=player
         )
         reference = torch_logits(policy.model.cpu(), obs)
     backend = make_backend(s.backend, policy, s.threads, s.batch_size, device=s.device)
@@ -164,7 +185,7 @@ def run_point(config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         "threads": s.threads,
         "batch_size": s.batch_size,
         "detail": backend.detail,
-        "policy": str(run) if s.run else "fresh network (random weights)",
+        "policy": s.run or "fresh network (random weights)",
         "checkpoint": str(policy.checkpoint),
         "calls": int(len(ms)),
         "p50_ms": float(np.percentile(ms, 50)),

@@ -18,7 +18,7 @@ from typing import Any
 
 from rlperf.config.load import apply_dict, coerce, dump_config, load_preset, set_key
 from rlperf.config.schema import RunConfig
-from rlperf.core.errors import ConfigError
+from rlperf.core.errors import ConfigError, UserInputError
 from rlperf.sweep.machine import (
     Machine,
     cpu_skip_reason,
@@ -98,6 +98,8 @@ def _plain(cfg: RunConfig) -> dict[str, Any]:
 
 
 def _label_part(key: str, value: Any) -> str:
+    if isinstance(value, dict):  # a bundle of keys, labelled by its name
+        return f"{key}={value['name']}"
     parts = key.split(".")
     leaf = parts[-1]
     if leaf in ("name", "id") and len(parts) > 1:  # model.name=... reads better as model=...
@@ -134,7 +136,13 @@ def point_names(spec: SweepSpec) -> list[tuple[str, dict[str, Any]]]:
                     f"sweep {spec.source}: two points are named {name!r}; give the points distinct names"
                 )
             seen.add(name)
-            out.append((name, {**combo, **entry}))
+            keys: dict[str, Any] = {}
+            for axis, value in combo.items():
+                if isinstance(value, dict):
+                    keys.update({k: v for k, v in value.items() if k != "name"})
+                else:
+                    keys[axis] = value
+            out.append((name, {**keys, **entry}))
     return out
 
 
@@ -239,6 +247,13 @@ def _set_infer(infer: dict[str, Any], key: str, value: Any, where: str) -> None:
         infer[leaf] = coerce(key, value, INFER_FIELDS[leaf])
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    from rlperf.deploy.policy import SHIPPED_PREFIX, resolve_policy_source
+
+    if leaf == "run" and str(value).startswith(SHIPPED_PREFIX):  # checkable before running
+        try:
+            resolve_policy_source(str(value))
+        except UserInputError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
 
 
 def _needed_gpus(point: PlannedPoint, where: str) -> int:

@@ -11,6 +11,9 @@ A sweep file is YAML (read with ``yaml.safe_load``)::
       stop: {iterations: 6, total_timesteps: null}
     grid:                          # every combination of these values ...
       runner.num_workers: [1, 2, 4, 8]
+      policy:                      # an axis whose values set several keys (each named)
+        - {name: fresh, model.name: thesis-1}
+        - {name: trained, infer.run: "shipped:pong"}
     points:                        # ... times each of these points (default: one empty point)
       - {name: gymnasium, env.engine: gymnasium}
       - {name: envpool, env.engine: envpool}
@@ -183,7 +186,7 @@ def parse_spec(data: Any, source: str, default_name: str = "sweep") -> SweepSpec
             raise ConfigError(
                 f"sweep {source}: grid key {key} must have a non-empty list of values, got {values!r}"
             )
-        grid[key] = values
+        grid[key] = [_grid_value(v, key, source) for v in values]
     points_raw = data.get("points")
     if points_raw is None:
         points_raw = []
@@ -212,6 +215,19 @@ def parse_spec(data: Any, source: str, default_name: str = "sweep") -> SweepSpec
         retries=_retries(data.get("retries", 1), source),
         baseline=_baseline(data.get("baseline"), points, grid, source),
     )
+
+
+def _grid_value(value: Any, key: str, source: str) -> Any:
+    """A grid value as written, or a named bundle of keys (flattened) for a bundle axis."""
+    if not isinstance(value, dict):
+        return value
+    bundle = flatten(value, f"sweep {source}: grid key {key}")
+    if not _safe_name(str(bundle.get("name", ""))):
+        raise ConfigError(
+            f"sweep {source}: each mapping under grid key {key} needs a name of letters, digits "
+            f"and - _ . = + , (it labels the points), got {value!r}"
+        )
+    return bundle
 
 
 def _baseline(
