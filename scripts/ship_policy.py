@@ -5,7 +5,8 @@
 
 The output is a run directory that ``rlperf export/quantize/infer/enjoy`` accept: the run's
 ``config.yaml`` (its runs root reset, nothing of the machine it ran on), one checkpoint
-holding only the policy's weights (no optimizer or env state: a few MB), and
+holding only the policy's weights and the run's counters (no optimizer or env state: a few
+MB), and
 ``provenance.json``: how the run was made (its manifest's command, versions, CPU, env steps
 and wall clock), its last training record, and the greedy returns of ``--games`` evaluation
 games played by the shipped weights.
@@ -58,7 +59,7 @@ def main() -> None:
     save_checkpoint(
         out / "checkpoints",
         checkpoint_name(iteration, steps),
-        {"algorithm": {"policy": weights}},
+        {"algorithm": {"policy": weights}, "counters": counters},
         1,
     )
 
