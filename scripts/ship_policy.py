@@ -6,10 +6,10 @@
 The output is a run directory that ``rlperf export/quantize/infer/enjoy`` accept: the run's
 ``config.yaml`` (its runs root reset, nothing of the machine it ran on), one checkpoint
 holding only the policy's weights and the run's counters (no optimizer or env state: a few
-MB), and
-``provenance.json``: how the run was made (its manifest's command, versions, CPU, env steps
-and wall clock), its last training record, and the greedy returns of ``--games`` evaluation
-games played by the shipped weights.
+MB), and ``provenance.json``: how the run was made (its manifest's command with paths
+redacted, the ``--history`` commands before it, versions, CPU, env steps and wall clock),
+its last training record, and the greedy returns of ``--games`` evaluation games played by
+the shipped weights.
 """
 
 from __future__ import annotations

@@ -247,11 +247,12 @@ def _set_infer(infer: dict[str, Any], key: str, value: Any, where: str) -> None:
         infer[leaf] = coerce(key, value, INFER_FIELDS[leaf])
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    from rlperf.deploy.policy import SHIPPED_PREFIX, resolve_policy_source
+    if leaf == "run" and value:
+        from rlperf.deploy.policy import SHIPPED_PREFIX, resolve_policy_source
 
-    if leaf == "run" and str(value).startswith(SHIPPED_PREFIX):  # checkable before running
-        try:
-            resolve_policy_source(str(value))
+        try:  # a shipped policy is checkable now; a run directory may be written meanwhile
+            if str(value).startswith(SHIPPED_PREFIX):
+                resolve_policy_source(str(value))
         except UserInputError as exc:
             raise ConfigError(f"{where}: {exc}") from None
 
