@@ -3,12 +3,14 @@
 It does in one fresh process what ``rlperf export``, ``rlperf quantize`` and ``rlperf infer
 --check-fidelity`` do by hand, through the same :mod:`rlperf.deploy` functions:
 
-1. the policy: a trained run (``infer.run``), or a fresh network of ``model.name`` for
+1. the policy: a trained run (``infer.run``: a run directory, or ``shipped:pong`` copied
+   under ``OUT_DIR/policy``), or a fresh network of ``model.name`` for
    ``env.id`` (random weights: the thesis restored "any checkpoint" for its inference
    experiments, since the time per step depends on the structure, not the values), saved as
    a run directory under ``OUT_DIR/policy``;
 2. the backend's file, exported or quantized when it is missing (int8 calibration on
-   observations of the game, random play);
+   observations of the game: the trained policy's own play, or random play for a fresh
+   network);
 3. ``infer.steps`` greedy model calls (or ``infer.episodes`` games) in the evaluation env,
    each call timed alone (:func:`rlperf.deploy.infer.run_greedy`);
 4. fidelity against torch fp32 on ``infer.fidelity_observations`` recorded observations.
