@@ -40,7 +40,7 @@ from rlperf.runners.shared_memory import (
     empty_batch,
     gather_rollouts,
 )
-from rlperf.runners.supervisor import SupervisedRunner, Supervisor, Worker
+from rlperf.runners.supervisor import SupervisedRunner, Supervisor, Worker, worker_seeds
 from rlperf.telemetry.timers import PhaseTimer
 
 
@@ -132,15 +132,16 @@ class DecoupledRunner(SupervisedRunner):
         return list(range(index * per, (index + 1) * per))
 
     def _spawn(self, index: int, slot_ids: list[int], seed_offset: int) -> None:
-        first_env = index * self.envs_per_actor
-        env_seed = self.seed + first_env + seed_offset
+        seeds = worker_seeds(self.seed, index, self.envs_per_actor, seed_offset)
         setup = ActorSetup(
             index=index,
-            first_env=first_env,
-            make_envs=EnvSlice(self.make_env_slice, self.envs_per_actor, env_seed, first_env),
-            env_seed=env_seed,
+            first_env=seeds.first_env,
+            make_envs=EnvSlice(
+                self.make_env_slice, self.envs_per_actor, seeds.env_seed, seeds.first_env
+            ),
+            env_seed=seeds.env_seed,
             make_policy=self.make_policy,
-            torch_seed=self.seed + 7919 * (index + 1) + seed_offset,
+            torch_seed=seeds.torch_seed,
             device=str(self.actor_device),
             precision=self.cfg.precision,
             channels_last=self.cfg.channels_last,

@@ -48,7 +48,7 @@ from rlperf.runners.hogwild_worker import (
     evaluator_main,
     worker_main,
 )
-from rlperf.runners.supervisor import SupervisedRunner, Supervisor, Worker
+from rlperf.runners.supervisor import SupervisedRunner, Supervisor, Worker, worker_seeds
 from rlperf.telemetry.timers import PhaseTimer
 
 MIN_ITERATION_S = 0.5
@@ -137,14 +137,15 @@ class HogwildRunner(SupervisedRunner):
     # ------------------------------------------------------------------ processes
 
     def _spawn_worker(self, i: int, seed_offset: int) -> None:
-        first = i * self.envs_per_worker
-        env_seed = self.seed + first + seed_offset
+        seeds = worker_seeds(self.seed, i, self.envs_per_worker, seed_offset)
         setup = WorkerSetup(
             index=i,
-            first_env=first,
-            make_envs=EnvSlice(self.make_env_slice, self.envs_per_worker, env_seed, first),
-            env_seed=env_seed,
-            torch_seed=self.seed + 7919 * (i + 1) + seed_offset,
+            first_env=seeds.first_env,
+            make_envs=EnvSlice(
+                self.make_env_slice, self.envs_per_worker, seeds.env_seed, seeds.first_env
+            ),
+            env_seed=seeds.env_seed,
+            torch_seed=seeds.torch_seed,
             algo=self.algo,
             optimizer=self.optimizer,
             torch_threads=self.cfg.actor_threads,

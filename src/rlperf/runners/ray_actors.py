@@ -64,7 +64,7 @@ from rlperf.runners.ray_rollout_actor import (
     weights_to_numpy,
 )
 from rlperf.runners.shared_memory import empty_batch, gather_rollouts
-from rlperf.runners.supervisor import WORKER_TIMEOUT_S, worker_timeout
+from rlperf.runners.supervisor import WORKER_TIMEOUT_S, worker_seeds, worker_timeout
 from rlperf.telemetry.timers import PhaseTimer
 
 _ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -144,16 +144,16 @@ class RayRunner:
 
     def _create(self, index: int, incarnation: int = 0) -> Any:
         cfg = self.cfg
-        first_env = index * self.envs_per_actor
+        seeds = worker_seeds(self.seed, index, self.envs_per_actor)
         setup = RayActorSetup(
             index=index,
-            first_env=first_env,
+            first_env=seeds.first_env,
             num_envs=self.envs_per_actor,
             make_envs=self.make_env_slice,
-            env_seed=self.seed + first_env,
+            env_seed=seeds.env_seed,
             incarnation=incarnation,
             make_policy=self.make_policy,
-            torch_seed=self.seed + 7919 * (index + 1),
+            torch_seed=seeds.torch_seed,
             num_steps=self.num_steps,
             device=str(self.actor_device),
             precision=cfg.precision,

@@ -7,7 +7,6 @@ this runner restarts when one fails.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 import numpy as np
@@ -18,6 +17,7 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.inproc import InProcRunner
+from rlperf.runners.supervisor import announce_restart, may_restart
 
 
 class SubprocRunner(InProcRunner):
@@ -47,19 +47,10 @@ class SubprocRunner(InProcRunner):
         """
         w = getattr(exc, "worker_index", None)
         cfg = self.cfg
-        if (
-            w is None
-            or not cfg.restart_failed_workers
-            or self.worker_restarts >= cfg.max_worker_restarts
-        ):
+        if w is None or not may_restart(cfg, self.worker_restarts):
             raise exc
         self.worker_restarts += 1
-        print(
-            f"rlperf: restarting env worker {w} (restart {self.worker_restarts} of at most "
-            f"{cfg.max_worker_restarts}) after: {exc}",
-            file=sys.stderr,
-            flush=True,
-        )
+        announce_restart(f"env worker {w}", self.worker_restarts, cfg, exc)
         seed = self.seed + self.worker_restarts * self.envs.num_envs
         obs = self.envs.restart_worker(w, seed=seed)  # type: ignore[attr-defined]
         buf.rewards_TN[t] = 0.0

@@ -39,6 +39,43 @@ WORKER_TIMEOUT_S = 300.0
 included), when runner.worker_timeout_s is unset."""
 
 
+@dataclass(frozen=True)
+class WorkerSeeds:
+    """Where worker ``index``'s envs sit in the batch and how it is seeded."""
+
+    first_env: int
+    env_seed: int
+    """Seed of its first env (env i of the slice gets ``env_seed + i``)."""
+    torch_seed: int
+
+
+def worker_seeds(seed: int, index: int, envs_per_worker: int, seed_offset: int = 0) -> WorkerSeeds:
+    """The seeds of worker ``index``: its envs continue the run's env seeds (so N workers of
+    k envs see the seeds one process of N*k envs would), its torch seed is far from every
+    other worker's; ``seed_offset`` gives a restarted worker seeds of its own."""
+    first = index * envs_per_worker
+    return WorkerSeeds(
+        first_env=first,
+        env_seed=seed + first + seed_offset,
+        torch_seed=seed + 7919 * (index + 1) + seed_offset,
+    )
+
+
+def may_restart(cfg: RunnerConfig, restarts: int) -> bool:
+    """Whether the run's restart budget allows one more worker restart."""
+    return cfg.restart_failed_workers and restarts < cfg.max_worker_restarts
+
+
+def announce_restart(what: str, restart: int, cfg: RunnerConfig, cause: object) -> None:
+    """The one stderr line every process runner prints when it restarts a worker."""
+    print(
+        f"rlperf: restarting {what} (restart {restart} of at most "
+        f"{cfg.max_worker_restarts}) after: {cause}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def worker_timeout(cfg: RunnerConfig) -> float:
     """How long a runner waits for any worker's message before they count as hung."""
     return WORKER_TIMEOUT_S if cfg.worker_timeout_s is None else cfg.worker_timeout_s
@@ -153,19 +190,10 @@ class Supervisor:
         """Restart a failed worker or raise the runner's error."""
         error = self.make_error(f"{self.describe(worker)} {cause}", worker, worker_traceback)
         cfg = self.cfg
-        if (
-            self.respawn is None
-            or not cfg.restart_failed_workers
-            or self.restarts >= cfg.max_worker_restarts
-        ):
+        if self.respawn is None or not may_restart(cfg, self.restarts):
             raise error
         self.restarts += 1
-        print(
-            f"rlperf: restarting {self.describe(worker)} (restart {self.restarts} of at most "
-            f"{cfg.max_worker_restarts}) after: {cause}",
-            file=sys.stderr,
-            flush=True,
-        )
+        announce_restart(self.describe(worker), self.restarts, cfg, cause)
         self._stop(worker)
         self.respawn(worker, self.restarts)
 
