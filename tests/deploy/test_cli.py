@@ -119,9 +119,14 @@ def test_bad_input_is_one_line_exit_2(
     assert len(err) == 1 and err[0].startswith("rlperf: error:") and message in err[0], err
 
 
-def test_the_shipped_policy_plays_by_name(capsys) -> None:
+def test_the_shipped_policy_plays_by_name_and_stays_as_installed(capsys) -> None:
+    from rlperf.deploy.policy import resolve_policy_source
+
+    shipped = resolve_policy_source("shipped:pong")
+    files = sorted(p.relative_to(shipped) for p in shipped.rglob("*"))
     assert main(["infer", "shipped:pong", "--backend", "torch", "--steps", "40"]) == 0
-    assert "torch" in capsys.readouterr().out
+    assert "40 calls of batch 1" in capsys.readouterr().out
+    assert sorted(p.relative_to(shipped) for p in shipped.rglob("*")) == files
 
 
 def test_list_backends_in_a_fresh_process() -> None:
