@@ -275,12 +275,15 @@ class TrainingSession:
     # ------------------------------------------------------------------ stop criteria
 
     def _fraction_left(self) -> float:
-        """Share of the schedule's budget still ahead: ``stop.total_timesteps``, or
-        ``stop.iterations`` when no step budget is set (wall time is not predictable).
+        """Share of the schedule's budget still ahead: ``stop.total_timesteps`` (or
+        ``stop.iterations`` when no step budget is set), or the seconds of training left of
+        ``stop.wall_time_s`` when ``stop.anneal_over`` names it.
 
         The schedule deliberately ignores the other criteria: a run stopped early (by ``-i``,
         a signal or a target) and resumed later continues the same schedule."""
         stop = self.cfg.stop
+        if stop.anneal_over == "wall_time_s" and stop.wall_time_s:
+            return max(1.0 - self.time_total_s / stop.wall_time_s, 0.0)
         return budget_fraction_left(
             self.env_steps, self.iteration, stop.total_timesteps, stop.iterations
         )

@@ -44,6 +44,11 @@ def run_cli(capsys, *argv):
         (["-a", "1-0"], "invalid CPU range"),
         (["-a", "0,4096"], "runner.cpu_affinity names CPUs [4096]"),
         (["stop.total_timesteps=null"], "no stop criterion"),
+        (["stop.anneal_over=wall_time_s"], "stop.anneal_over=wall_time_s needs stop.wall_time_s"),
+        (
+            ["stop.anneal_over=hours"],
+            "stop.anneal_over must be one of total_timesteps, wall_time_s",
+        ),
         (["--bogus"], "option --bogus needs a value"),
         (["stray"], "unrecognized argument 'stray'"),
         (["--env", "CartPole-v1", "--model", "nature"], "needs Atari images"),

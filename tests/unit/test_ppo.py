@@ -1,5 +1,6 @@
 """The PPO loss on hand-made minibatches, and one update through the runner contract."""
 
+import dataclasses
 import math
 
 import pytest
@@ -158,3 +159,29 @@ def test_adaptive_learning_rate_stays_within_its_bounds():
     assert adapt_learning_rate(9e-4, 0.0, cfg) == 1e-3
     assert adapt_learning_rate(1.2e-5, 1.0, cfg) == 1e-5
     assert adapt_learning_rate(5e-4, 0.01, cfg) == 5e-4  # inside the band: unchanged
+
+
+def _updated_weights(cfg: PPOConfig, fraction_left: float) -> tuple[list[torch.Tensor], dict]:
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    algo = PPO(cfg, policy, seed=0)
+    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"))
+    metrics = algo.update(_rollout(), step, Progress(0, 32, fraction_left))
+    return [p.detach().clone() for p in policy.parameters()], metrics
+
+
+def test_annealed_entropy_coefficient_is_the_one_the_loss_uses():
+    annealed = PPOConfig(num_steps=8, num_minibatches=2, ent_coef=0.5, anneal_ent_coef=True)
+    half, metrics = _updated_weights(annealed, 0.5)
+    assert metrics["losses/ent_coef"] == pytest.approx(0.25)
+    # At the end of the budget the bonus is gone: the update equals one without entropy.
+    end, metrics = _updated_weights(annealed, 0.0)
+    assert metrics["losses/ent_coef"] == 0.0
+    without, _ = _updated_weights(dataclasses.replace(annealed, ent_coef=0.0), 0.0)
+    assert all(torch.equal(a, b) for a, b in zip(end, without, strict=True))
+    constant, _ = _updated_weights(dataclasses.replace(annealed, anneal_ent_coef=False), 0.5)
+    halved, _ = _updated_weights(
+        dataclasses.replace(annealed, anneal_ent_coef=False, ent_coef=0.25), 0.5
+    )
+    assert all(torch.equal(a, b) for a, b in zip(half, halved, strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(half, constant, strict=True))

@@ -36,3 +36,14 @@ def test_both_criteria_must_hold(tmp_path):
 
 def test_the_mean_needs_a_full_window_also_with_the_ema(tmp_path):
     assert session_with([21.0] * 99, "mean100+ema", tmp_path)._stop_reason() is None
+
+
+def test_schedules_run_down_the_step_budget_or_the_training_seconds(tmp_path):
+    session = session_with([], "mean100", tmp_path)
+    session.cfg.stop.total_timesteps, session.cfg.stop.wall_time_s = 1000, 200.0
+    session.env_steps, session.time_total_s = 250, 150.0
+    assert session._fraction_left() == 0.75  # CleanRL's: env steps
+    session.cfg.stop.anneal_over = "wall_time_s"
+    assert session._fraction_left() == 0.25  # a deadline: seconds of training
+    session.time_total_s = 260.0  # a resume past the old deadline stays at the end
+    assert session._fraction_left() == 0.0

@@ -8,6 +8,7 @@ around the old prediction, advantage normalisation, learning-rate annealing) and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,8 +89,10 @@ class PPO:
         data = SurrogateBatch(
             obs_B, actions_B, logprobs_B, values_B, advantages_B, returns_TN.reshape(B)
         )
+        ent_coef = progress.annealed(cfg.ent_coef, cfg.anneal_ent_coef)
+        settings = dataclasses.replace(self.settings, ent_coef=ent_coef)
         metrics = surrogate_epochs(
-            self.settings, self.policy, step, self.generator, data, self.minibatch_size(B),
+            settings, self.policy, step, self.generator, data, self.minibatch_size(B),
             self.kl_coeff,
         )  # fmt: skip
         mean_kl = metrics.get("losses/approx_kl", 0.0)
@@ -107,6 +110,7 @@ class PPO:
                     values_B.float(), data.returns.float()
                 ),
                 "losses/learning_rate": lr,
+                "losses/ent_coef": ent_coef,
                 "losses/kl_coeff": self.kl_coeff,
             }
         )

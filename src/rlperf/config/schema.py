@@ -23,6 +23,7 @@ Precision = Literal["fp32", "bf16", "auto"]
 Optimizer = Literal["rmsprop", "adam"]
 DqnLoss = Literal["mse", "huber"]
 RewardMetric = Literal["mean100", "ema", "mean100+ema"]
+ScheduleBudget = Literal["total_timesteps", "wall_time_s"]
 NanPolicy = Literal["raise", "skip_update", "warn", "none"]
 
 FAULT_SITES: tuple[str, ...] = typing.get_args(FaultSite)
@@ -132,6 +133,8 @@ class PPOConfig:
     """Clamp the squared value error at this value (RLlib's vf_clip_param); unset = off."""
     ent_coef: float = 0.01
     """Entropy bonus coefficient."""
+    anneal_ent_coef: bool = False
+    """Anneal the entropy coefficient linearly to 0 over the run's budget (stop.anneal_over), like anneal_lr: exploration early, a sharper policy at the end."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
     max_grad_norm: float | None = 0.5
@@ -422,6 +425,8 @@ class StopConfig:
     """Stop once the reward criterion below reaches this value."""
     target_reward_metric: RewardMetric = "mean100"
     """Reward criterion: mean100 (mean of the last 100 true episodes), ema (003's moving average, alpha 0.98) or mean100+ema (both reach the target)."""
+    anneal_over: ScheduleBudget = "total_timesteps"
+    """The budget that linear schedules (anneal_lr, anneal_ent_coef) run down: total_timesteps (CleanRL; stop.iterations when no step budget is set) or wall_time_s (seconds of training), so that a run given a deadline ends its schedule at the deadline on any machine."""
 
 
 @dataclass

@@ -165,6 +165,10 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             "no stop criterion: set stop.total_timesteps, stop.iterations, stop.wall_time_s or stop.target_reward"
         )
+    if stop.anneal_over == "wall_time_s" and not stop.wall_time_s:
+        raise ConfigError(
+            "stop.anneal_over=wall_time_s needs stop.wall_time_s (the seconds the schedules run down)"
+        )
 
 
 def _validate_vtrace_algos(cfg: RunConfig) -> None:
