@@ -257,10 +257,12 @@ def test_enumerations_are_declared_once_and_agree_with_the_core() -> None:
     from rlperf.core.nan_guard import NAN_POLICIES
     from rlperf.core.optim import PRECISIONS
     from rlperf.core.shared_optim import SHARED_OPTIMIZERS
+    from rlperf.models.catalog import ACTIVATIONS
 
     assert typing.get_args(schema.Precision) == (*PRECISIONS, AUTO)
     assert typing.get_args(schema.NanPolicy) == NAN_POLICIES
     assert set(typing.get_args(schema.Optimizer)) == set(SHARED_OPTIMIZERS)
+    assert set(typing.get_args(schema.Activation)) == set(ACTIVATIONS)
     help_text = subprocess.run(
         [sys.executable, "-m", "rlperf", "train", "--help"], capture_output=True, text=True
     ).stdout

@@ -109,3 +109,33 @@ def test_frames_enter_the_first_layer_in_the_autocast_dtype():
         x = network_input(frames)
     assert x.dtype == torch.bfloat16
     assert torch.equal(x.float(), frames.float())  # 0..255 are exact in bf16
+
+
+def _first_layer_grad_when_all_below_zero(model: nn.Module, dim: int) -> torch.Tensor:
+    first = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
+    with torch.no_grad():
+        first.bias.fill_(-20.0)  # every first-layer unit below zero on every input
+    logits, value = model(torch.full((2, 4, dim, dim), 90, dtype=torch.uint8))
+    (logits.sum() + value.sum()).backward()
+    return first.weight.grad
+
+
+@pytest.mark.parametrize(("name", "dim"), [("nips", 84), ("nature", 84), ("thesis-6", 168)])
+def test_elu_image_models_keep_a_gradient_below_zero(name: str, dim: int):
+    # model.activation=elu: the same layers with ELU, so a first-layer unit whose input is
+    # negative on every frame (a uniform background drives all its pixels together) still
+    # gets a gradient and can recover, where a ReLU unit is dead for good.
+    relu = build_model(ModelConfig(name=name), (4, dim, dim), 6)
+    elu = build_model(ModelConfig(name=name, activation="elu"), (4, dim, dim), 6)
+    assert not any(isinstance(m, nn.ReLU) for m in elu.modules())
+    assert sum(isinstance(m, nn.ELU) for m in elu.modules()) == sum(
+        isinstance(m, nn.ReLU) for m in relu.modules()
+    )
+    assert count_parameters(elu) == count_parameters(relu)
+    assert _first_layer_grad_when_all_below_zero(relu, dim).abs().sum() == 0
+    assert _first_layer_grad_when_all_below_zero(elu, dim).abs().sum() > 0
+
+
+def test_elu_is_refused_for_feature_models():
+    with pytest.raises(ConfigError, match=r"model.activation=elu applies to the image models"):
+        build_model(ModelConfig(name="mlp", activation="elu"), (4,), 2)

@@ -24,6 +24,7 @@ Optimizer = Literal["rmsprop", "adam"]
 DqnLoss = Literal["mse", "huber"]
 RewardMetric = Literal["mean100", "ema", "mean100+ema"]
 ScheduleBudget = Literal["total_timesteps", "wall_time_s"]
+Activation = Literal["relu", "elu"]
 NanPolicy = Literal["raise", "skip_update", "warn", "none"]
 
 FAULT_SITES: tuple[str, ...] = typing.get_args(FaultSite)
@@ -95,6 +96,8 @@ class ModelConfig:
     """Share the torso between policy and value heads; unset = the model's default (thesis models: separate towers)."""
     hidden_sizes: list[int] | None = None
     """MLP hidden layer sizes; unset = the model's default (mlp: 64, 64)."""
+    activation: Activation = "relu"
+    """Activation of the image models' layers (nature, nips, thesis-N): relu, or elu (rl_games' Atari choice), whose negative side keeps a gradient so that a unit pushed below zero on every frame can come back (feature models use tanh)."""
 
 
 @dataclass

@@ -94,6 +94,10 @@ AUTO = "auto"
 """The default model name: resolved against the env by :func:`rlperf.registry.default_model`."""
 
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "elu": nn.ELU}
+"""model.activation's choices for the image torsos."""
+
+
 def resolve_model_name(name: str) -> str:
     """Canonical model name: '3' and 'thesis-3' are the same model (``auto`` stays ``auto``)."""
     if name == AUTO:
@@ -117,6 +121,10 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
     share = spec.vf_share_layers if cfg.vf_share_layers is None else cfg.vf_share_layers
 
     if spec.kind == "mlp":
+        if cfg.activation != "relu":
+            raise ConfigError(
+                f"model.activation={cfg.activation} applies to the image models; {name} uses tanh"
+            )
         if len(obs_shape) != 1:
             raise ConfigError(
                 f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images"
@@ -141,6 +149,7 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                 f"model {cfg.name} needs image observations (C, H, W), got shape {obs_shape}; use mlp"
             )
         channels, h, w = obs_shape
+        activation = ACTIVATIONS[cfg.activation]
 
         def torso() -> tuple[nn.Module, int]:
             if spec.kind == "nature":
@@ -149,9 +158,13 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                     if spec.conv_filters
                     else {}
                 )
-                t: nn.Module = NatureTorso(channels, (h, w), input_scale=1.0 / 255.0, **sizes)
+                t: nn.Module = NatureTorso(
+                    channels, (h, w), input_scale=1.0 / 255.0, activation=activation, **sizes
+                )
             else:
-                t = ConvTorso(channels, (h, w), spec.conv_filters, input_scale=1.0 / 255.0)
+                t = ConvTorso(
+                    channels, (h, w), spec.conv_filters, activation, input_scale=1.0 / 255.0
+                )
             return t, t.out_features  # type: ignore[return-value]
 
     try:

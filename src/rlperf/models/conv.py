@@ -145,15 +145,16 @@ class NatureTorso(nn.Module):
         hidden: int = 512,
         input_scale: float | None = None,
         convs: ConvSpec = NATURE_CNN,
+        activation: type[nn.Module] = nn.ReLU,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         channels, (h, w) = in_channels, in_hw
         for i, (out_ch, (k, _), stride) in enumerate(convs):
-            layers += [_conv(i, input_scale, channels, out_ch, k, stride), nn.ReLU()]
+            layers += [_conv(i, input_scale, channels, out_ch, k, stride), activation()]
             channels, h, w = out_ch, (h - k) // stride + 1, (w - k) // stride + 1
         self.net = nn.Sequential(
-            *layers, nn.Flatten(), nn.Linear(channels * h * w, hidden), nn.ReLU()
+            *layers, nn.Flatten(), nn.Linear(channels * h * w, hidden), activation()
         )
         self.out_features = hidden
 
