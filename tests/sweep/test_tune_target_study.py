@@ -108,6 +108,10 @@ def test_one_tune_at_a_time_per_directory(tmp_path: Path) -> None:
         (["--target", "475", "--trials", "0"], "--trials must be a positive integer, got 0"),
         (["--target", "475", "--space", "nowhere.yaml"], "cannot read it"),
         (["--target", "475", "--algo", "a3c"], "no default search space"),
+        (
+            ["--target", "475", "stop.anneal_over=wall_time_s", "stop.wall_time_s=60"],
+            "add stop.anneal_over=total_timesteps",
+        ),
     ],
 )
 def test_bad_time_to_target_flags_exit_2_in_one_line(

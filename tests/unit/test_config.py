@@ -147,11 +147,17 @@ def test_atari_fast_is_the_documented_recipe():
         "env.engine": "ale-vector",
         "env.num_envs": 16,
         "model.name": "nips",
+        "model.activation": "elu",
         "ppo.num_steps": 64,
         "ppo.num_minibatches": 16,
         "ppo.update_epochs": 3,
-        "ppo.anneal_lr": False,
+        "ppo.learning_rate": 5e-4,
+        "ppo.anneal_lr": True,
+        "ppo.anneal_ent_coef": True,
         "runner.precision": "auto",
+        "stop.wall_time_s": 1500,
+        "stop.anneal_over": "wall_time_s",
+        "stop.target_reward_metric": "mean100+ema",
     }
     for key, value in changed.items():
         section, name = key.split(".")

@@ -101,6 +101,13 @@ def trial_base_config(
         apply_dict(cfg, load_preset(preset), f"preset {preset}")
     for key, value in base_keys.items():
         set_key(cfg, key, value)
+    if cfg.stop.anneal_over == "wall_time_s":
+        # Each segment resumes with its rung as stop.wall_time_s: a schedule over it would
+        # end at every rung and jump back up at the next.
+        raise ConfigError(
+            "rlperf tune trains a trial in segments of growing stop.wall_time_s, which "
+            "stop.anneal_over=wall_time_s would restart at each; add stop.anneal_over=total_timesteps"
+        )
     set_key(cfg, "stop.target_reward", target)
     set_key(cfg, "stop.wall_time_s", None)  # each segment sets its rung
     set_key(cfg, "seed", seed)  # every trial learns from the same seed
