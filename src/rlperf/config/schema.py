@@ -115,7 +115,7 @@ class PPOConfig:
     learning_rate: float = 2.5e-4
     """Adam learning rate."""
     anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run's step budget."""
+    """Anneal the learning rate linearly to 0 over the run's budget (stop.anneal_over: env steps or training seconds)."""
     lr_kl_target: float | None = None
     """Adapt the learning rate to the policy's change (rl_games' adaptive schedule): after each iteration, divided by 1.5 when the mean approx KL exceeds 2x this target and multiplied by 1.5 below half of it, within [lr_min, lr_max]; learning_rate is where it starts. Unset = off."""
     lr_min: float = 1e-6
@@ -199,7 +199,7 @@ class APPOConfig:
     learning_rate: float = 2.5e-4
     """Adam learning rate."""
     anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run's step budget."""
+    """Anneal the learning rate linearly to 0 over the run's budget (stop.anneal_over: env steps or training seconds)."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
     gamma: float = 0.99
