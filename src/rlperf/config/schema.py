@@ -24,7 +24,7 @@ Optimizer = Literal["rmsprop", "adam"]
 DqnLoss = Literal["mse", "huber"]
 RewardMetric = Literal["mean100", "ema", "mean100+ema"]
 ScheduleBudget = Literal["total_timesteps", "wall_time_s"]
-Activation = Literal["relu", "elu"]
+Activation = Literal["relu", "elu", "leaky_relu"]
 NanPolicy = Literal["raise", "skip_update", "warn", "none"]
 
 FAULT_SITES: tuple[str, ...] = typing.get_args(FaultSite)
@@ -97,7 +97,7 @@ class ModelConfig:
     hidden_sizes: list[int] | None = None
     """MLP hidden layer sizes; unset = the model's default (mlp: 64, 64)."""
     activation: Activation = "relu"
-    """Activation of the image models' layers (nature, nips, thesis-N): relu, or elu (rl_games' Atari choice), whose negative side keeps a gradient so that a unit pushed below zero on every frame can come back (feature models use tanh)."""
+    """Activation of the image models' layers (nature, nips, thesis-N): relu; elu (rl_games' Atari choice) or leaky_relu (slope 0.01), whose negative sides keep a gradient so that a unit pushed below zero on every frame can come back (feature models use tanh)."""
 
 
 @dataclass

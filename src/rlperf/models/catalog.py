@@ -94,7 +94,11 @@ AUTO = "auto"
 """The default model name: resolved against the env by :func:`rlperf.registry.default_model`."""
 
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "elu": nn.ELU}
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "leaky_relu": nn.LeakyReLU,  # slope 0.01, torch's default
+}
 """model.activation's choices for the image torsos."""
 
 
