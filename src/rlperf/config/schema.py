@@ -97,7 +97,7 @@ class ModelConfig:
     hidden_sizes: list[int] | None = None
     """MLP hidden layer sizes; unset = the model's default (mlp: 64, 64)."""
     activation: Activation = "relu"
-    """Activation of the image models' layers (nature, nips, thesis-N): relu; elu (rl_games' Atari choice) or leaky_relu (slope 0.01), whose negative sides keep a gradient so that a unit pushed below zero on every frame can come back (feature models use tanh)."""
+    """Activation of the image models' layers (nature, nips, thesis-N): relu; elu (rl_games' Atari choice) or leaky_relu (slope 0.01), whose negative sides keep a gradient so that a unit pushed below zero on every frame can come back (on Pong only ELU's did; feature models use tanh)."""
 
 
 @dataclass
