@@ -146,6 +146,7 @@ def test_atari_fast_is_the_documented_recipe():
     changed = {
         "env.engine": "ale-vector",
         "env.num_envs": 16,
+        "env.dim": 64,
         "model.name": "nips",
         "model.activation": "elu",
         "ppo.num_steps": 64,
