@@ -142,3 +142,44 @@ def test_image_models_with_a_negative_side_keep_a_gradient_below_zero(
 def test_elu_is_refused_for_feature_models():
     with pytest.raises(ConfigError, match=r"model.activation=elu applies to the image models"):
         build_model(ModelConfig(name="mlp", activation="elu"), (4,), 2)
+
+
+@pytest.mark.parametrize(("name", "dim"), [("nips", 64), ("nature", 84), ("thesis-6", 168)])
+def test_zero_sum_first_layer_answers_any_uniform_background_with_its_bias(name: str, dim: int):
+    # model.zero_sum_first_layer: the same parameters, but each first-layer filter's weights
+    # sum to zero, so a uniform frame gives the bias on every interior pixel, whatever its
+    # brightness, and a gradient step cannot shift the whole background's response at once.
+    plain = build_model(ModelConfig(name=name), (4, dim, dim), 6)
+    zero_sum = build_model(ModelConfig(name=name, zero_sum_first_layer=True), (4, dim, dim), 6)
+    zero_sum.load_state_dict(plain.state_dict())  # same keys, same shapes
+    first, plain_first = (
+        next(m for m in n.modules() if isinstance(m, nn.Conv2d)) for n in (zero_sum, plain)
+    )
+    with torch.no_grad():
+        first.bias.copy_(torch.linspace(-1, 1, first.out_channels))
+        plain_first.bias.copy_(first.bias)
+    k = first.kernel_size[0]
+    for level in (0, 90, 255):
+        x = network_input(torch.full((1, 4, 3 * k, 3 * k), level, dtype=torch.uint8))
+        out = first(x)
+        torch.testing.assert_close(
+            out, first.bias.view(1, -1, 1, 1).expand_as(out), atol=1e-5, rtol=0
+        )
+    dark, bright = (
+        plain_first(network_input(torch.full((1, 4, 3 * k, 3 * k), v, dtype=torch.uint8)))
+        for v in (0, 255)
+    )
+    assert (dark - bright).abs().max() > 0.1  # without the constraint the level shows
+    # A frame with an object still reaches the policy, and the gradient flows to the weight.
+    frames = torch.zeros(2, 4, dim, dim, dtype=torch.uint8)
+    frames[:, :, dim // 2 : dim // 2 + 4, dim // 3 : dim // 3 + 2] = 236
+    logits, value = zero_sum(frames)
+    (logits.sum() + value.sum()).backward()
+    assert first.weight.grad.abs().sum() > 0
+
+
+def test_zero_sum_first_layer_is_refused_for_feature_models():
+    with pytest.raises(
+        ConfigError, match=r"model.zero_sum_first_layer applies to the image models"
+    ):
+        build_model(ModelConfig(name="mlp", zero_sum_first_layer=True), (4,), 2)

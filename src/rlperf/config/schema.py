@@ -98,6 +98,8 @@ class ModelConfig:
     """MLP hidden layer sizes; unset = the model's default (mlp: 64, 64)."""
     activation: Activation = "relu"
     """Activation of the image models' layers (nature, nips, thesis-N): relu; elu (rl_games' Atari choice) or leaky_relu (slope 0.01), whose negative sides keep a gradient so that a unit pushed below zero on every frame can come back (on Pong only ELU's did; feature models use tanh)."""
+    zero_sum_first_layer: bool = False
+    """Image models: constrain each first-layer filter to weights that sum to zero (its weight minus their mean, in the forward pass), so that a uniform background answers with the bias alone, whatever its brightness; keeps ReLU's first-layer filters alive on bright uniform backgrounds such as Pong's (models.conv.InputScaledConv2d)."""
 
 
 @dataclass

@@ -129,6 +129,10 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
             raise ConfigError(
                 f"model.activation={cfg.activation} applies to the image models; {name} uses tanh"
             )
+        if cfg.zero_sum_first_layer:
+            raise ConfigError(
+                f"model.zero_sum_first_layer applies to the image models; {name} has no conv layer"
+            )
         if len(obs_shape) != 1:
             raise ConfigError(
                 f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images"
@@ -163,11 +167,21 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                     else {}
                 )
                 t: nn.Module = NatureTorso(
-                    channels, (h, w), input_scale=1.0 / 255.0, activation=activation, **sizes
+                    channels,
+                    (h, w),
+                    input_scale=1.0 / 255.0,
+                    activation=activation,
+                    zero_sum_first_layer=cfg.zero_sum_first_layer,
+                    **sizes,
                 )
             else:
                 t = ConvTorso(
-                    channels, (h, w), spec.conv_filters, activation, input_scale=1.0 / 255.0
+                    channels,
+                    (h, w),
+                    spec.conv_filters,
+                    activation,
+                    input_scale=1.0 / 255.0,
+                    zero_sum_first_layer=cfg.zero_sum_first_layer,
                 )
             return t, t.out_features  # type: ignore[return-value]
 

@@ -55,21 +55,35 @@ class InputScaledConv2d(nn.Conv2d):
     bf16 (docs/benchmarks.md). Parameters and state-dict keys are a Conv2d's, and the weight
     means what it meant when the input was scaled before the layer, so checkpoints and
     exports are unaffected. ``input_scale=None`` computes on ``x`` unchanged.
+
+    ``zero_sum=True`` uses each filter's weight minus its mean (over input channels and
+    kernel), so every filter sums to zero and answers a uniform region with its bias alone,
+    however bright the region. On a frame with a uniform background (Pong's brown) the
+    gradient moves all of a filter's weights alike, and Adam's equal-sized steps then shift
+    its response on every background pixel at once: ReLU filters went negative everywhere and
+    died. A zero-sum filter has no such common mode (weight centring, as in Qiao et al.
+    2019's weight standardisation without its scaling).
     """
 
-    def __init__(self, *args: Any, input_scale: float | None) -> None:
+    def __init__(self, *args: Any, input_scale: float | None, zero_sum: bool = False) -> None:
         super().__init__(*args)
         self.input_scale = input_scale
+        self.zero_sum = zero_sum
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight if self.input_scale is None else self.weight * self.input_scale
+        weight = self.weight
+        if self.zero_sum:
+            weight = weight - weight.mean(dim=(1, 2, 3), keepdim=True)
+        if self.input_scale is not None:
+            weight = weight * self.input_scale
         return self._conv_forward(x, weight, self.bias)
 
 
-def _conv(index: int, input_scale: float | None, *args: Any) -> nn.Conv2d:
-    """A torso's ``index``-th conv: the first one carries the input scaling."""
+def _conv(index: int, input_scale: float | None, zero_sum: bool, *args: Any) -> nn.Conv2d:
+    """A torso's ``index``-th conv: the first one carries the input scaling and, with
+    ``zero_sum``, the zero-sum constraint on its filters."""
     if index == 0:
-        return InputScaledConv2d(*args, input_scale=input_scale)
+        return InputScaledConv2d(*args, input_scale=input_scale, zero_sum=zero_sum)
     return nn.Conv2d(*args)
 
 
@@ -91,6 +105,7 @@ class ConvTorso(nn.Module):
         spec: ConvSpec,
         activation: type[nn.Module] = nn.ReLU,
         input_scale: float | None = None,
+        zero_sum_first_layer: bool = False,
     ) -> None:
         super().__init__()
         conv_output_shape(spec, in_hw)  # raises ValueError when the spec does not fit
@@ -106,14 +121,20 @@ class ConvTorso(nn.Module):
                 layers += [nn.Flatten(), nn.Linear(channels * h * w, out_ch), activation()]
                 h = w = 1
             elif last:
-                layers += [_conv(i, input_scale, channels, out_ch, (kh, kw), stride), activation()]
+                layers += [
+                    _conv(i, input_scale, zero_sum_first_layer, channels, out_ch, (kh, kw), stride),
+                    activation(),
+                ]
                 h, w = (h - kh) // stride + 1, (w - kw) // stride + 1
             else:
                 top, bottom, h_out = same_padding(h, kh, stride)
                 left, right, w_out = same_padding(w, kw, stride)
                 if top or bottom or left or right:
                     layers.append(nn.ZeroPad2d((left, right, top, bottom)))
-                layers += [_conv(i, input_scale, channels, out_ch, (kh, kw), stride), activation()]
+                layers += [
+                    _conv(i, input_scale, zero_sum_first_layer, channels, out_ch, (kh, kw), stride),
+                    activation(),
+                ]
                 h, w = h_out, w_out
             channels = out_ch
         if not isinstance(layers[-2], nn.Linear):
@@ -146,12 +167,16 @@ class NatureTorso(nn.Module):
         input_scale: float | None = None,
         convs: ConvSpec = NATURE_CNN,
         activation: type[nn.Module] = nn.ReLU,
+        zero_sum_first_layer: bool = False,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         channels, (h, w) = in_channels, in_hw
         for i, (out_ch, (k, _), stride) in enumerate(convs):
-            layers += [_conv(i, input_scale, channels, out_ch, k, stride), activation()]
+            layers += [
+                _conv(i, input_scale, zero_sum_first_layer, channels, out_ch, k, stride),
+                activation(),
+            ]
             channels, h, w = out_ch, (h - k) // stride + 1, (w - k) // stride + 1
         self.net = nn.Sequential(
             *layers, nn.Flatten(), nn.Linear(channels * h * w, hidden), activation()
