@@ -148,7 +148,7 @@ def test_atari_fast_is_the_documented_recipe():
         "env.num_envs": 16,
         "env.dim": 64,
         "model.name": "nips",
-        "model.activation": "elu",
+        "model.zero_sum_first_layer": True,
         "ppo.num_steps": 64,
         "ppo.num_minibatches": 16,
         "ppo.update_epochs": 3,
