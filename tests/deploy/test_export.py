@@ -48,6 +48,28 @@ def test_with_value_adds_a_named_value_output(run_copy: Path, pong_obs) -> None:
     np.testing.assert_allclose(value, ref_value.numpy(), atol=1e-4)
 
 
+def test_zero_sum_first_layer_exports_the_logits_it_trains_with(run_copy: Path, pong_obs) -> None:
+    # A run with model.zero_sum_first_layer computes its first-layer filters from the weights
+    # in the forward pass; the ONNX graph must compute the same logits as torch does.
+    import yaml
+
+    config = run_copy / "config.yaml"
+    cfg = yaml.safe_load(config.read_text())
+    obs = pong_obs["eval"][:5]
+    plain = torch_logits(load_run_policy(run_copy).model, obs)
+    cfg["model"]["zero_sum_first_layer"] = True
+    config.write_text(yaml.safe_dump(cfg))
+    policy = load_run_policy(run_copy)
+    reference = torch_logits(policy.model, obs)
+    assert np.abs(reference - plain).max() > 1e-3  # the shipped filters do not sum to zero
+    export_run(run_copy, "onnx", force=True)
+    (logits,) = ort.InferenceSession(str(run_copy / "export" / "policy.onnx")).run(
+        None, {"obs": obs}
+    )
+    agreement, _, rel = compare_logits(reference, logits)
+    assert agreement == 1.0 and rel <= 1e-4
+
+
 def test_onnx_export_is_deterministic(run_copy: Path) -> None:
     path = run_copy / "export" / "policy.onnx"
     first = hashlib.sha256(path.read_bytes()).hexdigest()
