@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import yaml
 
 from rlperf.core.errors import UserInputError
 from rlperf.deploy.export import export_run
@@ -51,8 +52,6 @@ def test_with_value_adds_a_named_value_output(run_copy: Path, pong_obs) -> None:
 def test_zero_sum_first_layer_exports_the_logits_it_trains_with(run_copy: Path, pong_obs) -> None:
     # A run with model.zero_sum_first_layer computes its first-layer filters from the weights
     # in the forward pass; the ONNX graph must compute the same logits as torch does.
-    import yaml
-
     config = run_copy / "config.yaml"
     cfg = yaml.safe_load(config.read_text())
     obs = pong_obs["eval"][:5]
