@@ -129,10 +129,11 @@ def test_rllib_preset_is_the_thesis_configuration():
 
 
 def test_pong_fast_is_the_solved_run_in_one_preset():
-    # The command and settings of the 39-minute run in docs/benchmarks.md.
+    # The settings of the 39-minute run in docs/benchmarks.md, except that the learner's
+    # precision (bf16 by hand then) is timed on the machine at hand.
     cfg, _ = build_train_config(["--preset", "pong-fast"])
     solved, _ = build_train_config(
-        ["--preset", "cleanrl-atari", "--env", "ALE/Pong-v5", "runner.precision=bf16",
+        ["--preset", "cleanrl-atari", "--env", "ALE/Pong-v5", "runner.precision=auto",
          "stop.total_timesteps=2600000", "stop.target_reward=17"]
     )  # fmt: skip
     assert cfg == solved
