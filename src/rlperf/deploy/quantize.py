@@ -2,8 +2,8 @@
 
 * ONNX Runtime: ``quantize_static`` in QDQ form with per-channel int8 weights (7 of their 8
   bits used, so no CPU's kernels saturate) and int8 activations, calibrated (min/max) on the
-  dataset -> ``policy_int8.onnx``. The uint8 input
-  and the float ``logits`` output stay as they are; the dynamic batch axis is kept.
+  dataset -> ``policy_int8.onnx``. The uint8 input and the float ``logits`` output stay as
+  they are; the dynamic batch axis is kept.
 * TFLite: full-integer quantization with uint8 input and uint8 outputs, the form the Edge TPU
   compiler accepts -> ``policy_int8.tflite``. LiteRT Torch converts a float-input copy of the
   graph, then the TFLite calibrator and quantizer shipped in ``ai-edge-litert`` (the same C++
