@@ -82,6 +82,19 @@ def test_warmup_is_left_out_and_energy_is_per_million_frames() -> None:
     assert s.phase_pct["learn"] == pytest.approx(100 * 800 / 960)
 
 
+def test_gpu_memory_power_and_energy_from_nvml_records() -> None:
+    run = fake_run("a", sps=[10.0, 100.0, 200.0], phases=PHASES)
+    for r, joules in zip(run.records, (1.0, 30.0, 50.0), strict=True):
+        r.update(
+            {"sys/gpu0_mem_mb": 2048.0, "sys/gpu0_power_w": 150.0, "energy/gpu0_joules": joules}
+        )
+    s = summarise(run)
+    assert s.gpu_mem_mb == {0: 2048.0} and s.gpu_power_w == {0: 150.0}
+    steps = sum(v * 0.96 for v in (100.0, 200.0))  # the warm-up iteration is left out
+    assert s.gpu_energy_j_per_mframes == pytest.approx(80.0 / (steps * 4) * 1e6)
+    assert s.energy_j_per_mframes is None  # no RAPL here: the CPU's stays unknown
+
+
 def test_no_energy_measured_stays_none() -> None:
     assert summarise(fake_run("a", sps=[1, 2, 3], phases=PHASES)).energy_j_per_mframes is None
 

@@ -214,6 +214,7 @@ def test_fake_nvml_gives_gpu_keys_and_windows_reset() -> None:
     assert first["sys/gpu1_util_percent"] == pytest.approx(10.0)
     assert first["sys/gpu0_mem_percent"] == pytest.approx(50.0)
     assert first["sys/gpu1_mem_percent"] == pytest.approx(25.0)
+    assert first["sys/gpu0_mem_mb"] == pytest.approx(500.0 / 1024**2)
     # A mean over both windows would be near 50.
     assert second["sys/gpu0_util_percent"] < 40.0  # type: ignore[operator]
     assert nvml.shutdown_calls == 1
@@ -259,7 +260,7 @@ def test_fake_nvml_failing_gpu_keeps_keys_with_none() -> None:
     mon.stop()
     assert values["sys/gpu0_util_percent"] == pytest.approx(30.0)
     assert values["sys/gpu1_util_percent"] is None
-    assert values["sys/gpu1_mem_percent"] is None
+    assert values["sys/gpu1_mem_percent"] is None and values["sys/gpu1_mem_mb"] is None
     assert values["sys/gpu1_power_w"] is None and values["energy/gpu1_joules"] is None
 
 

@@ -313,17 +313,27 @@ def _learning_section(summaries, col, target, figure, tables) -> Section:  # noq
         )
     energy = Table(
         "energy",
-        "Energy per million frames (CPU package, RAPL)",
-        ["configuration", "J per million frames", "frames per env step"],
+        "Energy per million frames (CPU package by RAPL, GPUs by NVML)",
+        [
+            "configuration",
+            "CPU J per million frames",
+            "GPU J per million frames",
+            "frames per env step",
+        ],
     )
     for s in summaries:
-        energy.rows.append([s.label, s.energy_j_per_mframes, s.frameskip])
-    if any(s.energy_j_per_mframes is not None for s in summaries):
+        energy.rows.append(
+            [s.label, s.energy_j_per_mframes, s.gpu_energy_j_per_mframes, s.frameskip]
+        )
+    if any(
+        s.energy_j_per_mframes is not None or s.gpu_energy_j_per_mframes is not None
+        for s in summaries
+    ):
         sec.tables += tables(energy)
     else:
         sec.paragraphs.append(
             "Energy was not measured: no run could read the RAPL energy counters "
-            "(/sys/class/powercap; usually root only, absent in many VMs)."
+            "(/sys/class/powercap; usually root only, absent in many VMs) or a GPU's (NVML)."
         )
     return sec
 

@@ -21,7 +21,8 @@ from typing import Any
 from rlperf.report.load import RunData
 
 PHASES = ("sample", "load", "learn", "update", "other")
-_GPU_KEY = re.compile(r"^sys/gpu(\d+)_(util|mem)_percent$")
+_GPU_KEY = re.compile(r"^sys/gpu(\d+)_(util_percent|mem_percent|mem_mb|power_w)$")
+_GPU_ENERGY_KEY = re.compile(r"^energy/gpu\d+_joules$")
 
 
 def _num(value: Any) -> float | None:
@@ -84,7 +85,13 @@ class RunSummary:
     rss_mb: float | None = None
     gpu_util: dict[int, float] = field(default_factory=dict)
     gpu_mem: dict[int, float] = field(default_factory=dict)
+    gpu_mem_mb: dict[int, float] = field(default_factory=dict)
+    """Mean NVML memory in use per GPU, MiB (every process's, as nvidia-smi shows it)."""
+    gpu_power_w: dict[int, float] = field(default_factory=dict)
     energy_j_per_mframes: float | None = None
+    """CPU package energy (RAPL) per million frames."""
+    gpu_energy_j_per_mframes: float | None = None
+    """Energy of all GPUs (NVML) per million frames."""
     timesteps: int = 0
     wall_s: float = 0.0
     final_reward: float | None = None
@@ -201,10 +208,29 @@ def summarise(run: RunData) -> RunSummary:
         assert m is not None
         value = _mean([_num(r.get(key)) for r in rows])
         if value is not None:
-            (s.gpu_util if m.group(2) == "util" else s.gpu_mem)[int(m.group(1))] = value
-    measured = [(r, _num(r.get("energy/joules"))) for r in rows]
-    measured = [(r, j) for r, j in measured if j is not None]
-    frames = sum(_steps(r) for r, _ in measured) * s.frameskip
-    if measured and frames > 0:
-        s.energy_j_per_mframes = sum(j for _, j in measured) / frames * 1e6
+            by_kind = {
+                "util_percent": s.gpu_util,
+                "mem_percent": s.gpu_mem,
+                "mem_mb": s.gpu_mem_mb,
+                "power_w": s.gpu_power_w,
+            }
+            by_kind[m.group(2)][int(m.group(1))] = value
+    s.energy_j_per_mframes = _joules_per_mframes(rows, ["energy/joules"], s.frameskip)
+    gpu_keys = sorted({k for r in rows for k in r if _GPU_ENERGY_KEY.match(k)})
+    s.gpu_energy_j_per_mframes = _joules_per_mframes(rows, gpu_keys, s.frameskip)
     return s
+
+
+def _joules_per_mframes(
+    rows: list[dict[str, Any]], keys: list[str], frameskip: int
+) -> float | None:
+    """Joules of ``keys`` summed per million frames, over the rows where all of them were read."""
+    measured = []
+    for r in rows:
+        joules = [_num(r.get(k)) for k in keys]
+        if keys and all(j is not None for j in joules):
+            measured.append((r, sum(j for j in joules if j is not None)))
+    frames = sum(_steps(r) for r, _ in measured) * frameskip
+    if not measured or frames <= 0:
+        return None
+    return sum(j for _, j in measured) / frames * 1e6

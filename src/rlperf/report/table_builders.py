@@ -108,9 +108,7 @@ def phase_table(summaries: list[RunSummary]) -> Table:
 
 
 def resource_table(summaries: list[RunSummary]) -> Table:
-    gpus = sorted(
-        {i for s in summaries for i in s.gpu_util} | {i for s in summaries for i in s.gpu_mem}
-    )
+    gpus = sorted({i for s in summaries for d in (s.gpu_util, s.gpu_mem, s.gpu_mem_mb) for i in d})
     t = Table(
         "resources",
         "Resource use (mean over steady iterations)",
@@ -121,6 +119,8 @@ def resource_table(summaries: list[RunSummary]) -> Table:
             "RSS MiB (run)",
             *[f"GPU{i} util %" for i in gpus],
             *[f"GPU{i} mem %" for i in gpus],
+            *[f"GPU{i} MiB" for i in gpus],
+            *[f"GPU{i} W" for i in gpus],
         ],
     )
     for s in summaries:
@@ -132,6 +132,8 @@ def resource_table(summaries: list[RunSummary]) -> Table:
                 s.rss_mb,
                 *[s.gpu_util.get(i) for i in gpus],
                 *[s.gpu_mem.get(i) for i in gpus],
+                *[s.gpu_mem_mb.get(i) for i in gpus],
+                *[s.gpu_power_w.get(i) for i in gpus],
             ]
         )
     return t

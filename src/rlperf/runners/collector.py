@@ -87,10 +87,11 @@ class RolloutCollector:
         episodes: list[EpisodeEnd] = []
         buf.truncation_values_TN.zero_()
         for t in range(buf.num_steps):
-            obs = buf.obs_TN[t]
-            obs.copy_(self.next_obs_N)
+            buf.obs_TN[t].copy_(self.next_obs_N)
             with timer.phase("policy_forward"), act_precision(self.precision, self.device):
-                actions, logprobs, values = self.policy.act(obs)
+                # The policy's own copy of the frames: the buffer may live elsewhere (an
+                # actor process acting on a GPU fills a rollout slot in host shared memory).
+                actions, logprobs, values = self.policy.act(self.next_obs_N)
             buf.actions_TN[t] = actions
             buf.logprobs_TN[t] = logprobs
             buf.values_TN[t] = values

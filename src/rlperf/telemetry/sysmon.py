@@ -13,6 +13,7 @@ the mean of the samples taken since its previous call. Metric keys (fixed projec
                            processes, so pages shared between forked workers count twice)
 ``sys/gpu{i}_util_percent`` NVML utilisation of GPU i (only for GPUs that exist)
 ``sys/gpu{i}_mem_percent``  NVML memory used / total of GPU i
+``sys/gpu{i}_mem_mb``      NVML memory used on GPU i in MiB (every process's, as nvidia-smi)
 ``sys/gpu{i}_power_w``     NVML power draw of GPU i, mean of the window's samples
 ``energy/joules``          CPU package energy over the window (None without RAPL, never 0)
 ``energy/watts``           mean CPU package power over the window (None without RAPL)
@@ -311,13 +312,15 @@ class SystemMonitor:
         """Utilisation and memory use of one GPU; None values when NVML fails for it."""
         util_key = f"sys/gpu{index}_util_percent"
         mem_key = f"sys/gpu{index}_mem_percent"
+        mb_key = f"sys/gpu{index}_mem_mb"
         assert self._nvml is not None
-        out: dict[str, float | None] = {util_key: None, mem_key: None}
+        out: dict[str, float | None] = {util_key: None, mem_key: None, mb_key: None}
         # A GPU that fails a query (lost, unsupported) keeps its keys with None values.
         with contextlib.suppress(Exception):
             out[util_key] = float(self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
         try:
             mem = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+            out[mb_key] = float(mem.used) / _MIB
             if mem.total:
                 out[mem_key] = 100.0 * float(mem.used) / float(mem.total)
         except Exception:

@@ -1,0 +1,596 @@
+"""The GPU check: every figure rlperf needs from one GPU machine, in two commands.
+
+A GPU machine may be lent for minutes at a time, with no internet, so this script is built
+and tested beforehand (``--dry-run`` runs every step on a CPU with tiny budgets) and
+returns everything in one go. Each step is a child process under its own time limit: a step
+that fails or runs out of time is recorded as such and the next one still runs.
+
+``check.sh OUT`` (about 5 minutes):
+  1. ``setup``: install the carried wheels (``scripts/gpu_wheels.sh``); versions, GPU,
+     driver, CPU, and the cost of one device synchronisation;
+  2. ``cuda_tests``: ``tests/cuda`` (skips without CUDA, passes with it);
+  3. ``env_ceiling``: env-only steps/s of ``atari-fast-gpu``'s engine on Pong;
+  4. ``train``: PPO with ``atari-fast-gpu`` for ``--train-seconds``: SPS (and its share of
+     the ceiling), the phase split, NVML utilisation, memory, power and energy;
+  6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
+     ``--placement-seconds`` each, then ``rlperf report`` on them.
+``check.sh --pong OUT`` (at most 3 x ``--pong-cap`` seconds):
+  5. ``pong``: Pong to a mean of 17 over 100 games and EMA 17 with seeds 1, 2 and 3, one
+     after the other, each stopped at the cap (a cap reached is recorded, not hidden).
+Both end with 7: ``summary.json``, ``summary.md`` (the table and every command),
+``check.log`` (every step's output) and the report's figures in OUT, at most 8 files. The
+summary is rewritten after every step, so a command cut short still returns what it did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEELS = ROOT / ".gpu-wheels"
+RLPERF = [sys.executable, "-m", "rlperf"]
+GAME = ["--env", "ALE/Pong-v5"]
+PRESET = ["--preset", "atari-fast-gpu"]
+CPU_ONLY = ["runner.learner_device=cpu", "runner.actor_device=cpu"]
+MAX_FIGURES = 5  # with summary.json, summary.md and check.log: at most 8 files in OUT
+GRACE_S = 20.0  # after SIGINT at a step's limit, time to write the manifest before SIGKILL
+
+
+@dataclass
+class Budgets:
+    """Seconds per step; ``--dry-run`` shrinks them to what a CPU test can afford."""
+
+    setup: float = 120
+    cuda_tests: float = 150
+    env_seconds: float = 3.0
+    train_s: float = 60
+    placement_s: float = 30
+    pong_cap: float = 130
+
+    @classmethod
+    def dry(cls) -> Budgets:
+        return cls(env_seconds=0.3, train_s=4, placement_s=3, pong_cap=12)
+
+
+@dataclass
+class Step:
+    """One step's outcome: what ran, how it ended and the figures read from it."""
+
+    name: str
+    status: str = "not run"
+    seconds: float = 0.0
+    commands: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+class Check:
+    """Runs the steps, keeps the log and rewrites the summary after each step."""
+
+    def __init__(self, out: Path, mode: str, dry: bool, budgets: Budgets) -> None:
+        self.out, self.mode, self.dry, self.budgets = out, mode, dry, budgets
+        out.mkdir(parents=True, exist_ok=True)
+        self.work = Path(tempfile.mkdtemp(prefix="rlperf-gpu-check-"))
+        self.log = (out / "check.log").open("a", encoding="utf-8")
+        self.steps: list[Step] = []
+        self.machine: dict[str, Any] = {}
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1", CI="1")
+        # precision=auto's timings: shared by every step of the machine (a warm cache for
+        # the Pong seeds when the first command ran on the same machine).
+        self.env.setdefault("RLPERF_CACHE_DIR", str(Path(tempfile.gettempdir()) / "rlperf-cache"))
+        self._python_path(ROOT / "src")
+
+    def _python_path(self, path: Path) -> None:
+        old = self.env.get("PYTHONPATH")
+        self.env["PYTHONPATH"] = str(path) + (os.pathsep + old if old else "")
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, step: Step, argv: list[str], limit: float) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` (output to the log); SIGINT at ``limit`` seconds, SIGKILL after."""
+        command = shlex.join(argv).replace(sys.executable, "python3")
+        step.commands.append(command)
+        self.log.write(f"\n=== {step.name}: {command}\n")
+        self.log.flush()
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=self.env,
+            text=True,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            output, _ = proc.communicate(timeout=limit)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                output, _ = proc.communicate(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                output, _ = proc.communicate()
+        seconds = time.monotonic() - start
+        self.log.write(
+            output
+            + f"=== exit {proc.returncode} after {seconds:.1f} s"
+            + (" (time limit)" if timed_out else "")
+            + "\n"
+        )
+        self.log.flush()
+        step.seconds += seconds
+        if timed_out:
+            step.status = "time limit"
+        elif proc.returncode != 0:
+            step.status = f"failed (exit {proc.returncode})"
+        elif step.status == "not run":
+            step.status = "ok"
+        return subprocess.CompletedProcess(argv, proc.returncode, output, "")
+
+    def step(self, name: str) -> Step:
+        step = Step(name)
+        self.steps.append(step)
+        return step
+
+    def guarded(self, fn: Any, name: str) -> None:
+        """Run one step; an exception in this script's own parsing fails only that step."""
+        try:
+            fn()
+        except Exception as exc:  # the check goes on: one broken step loses nothing else
+            found = [s for s in self.steps if s.name == name] or [self.step(name)]
+            found[-1].status = f"error: {type(exc).__name__}: {exc}"
+            self.log.write(f"=== {name}: check error {exc!r}\n")
+        self.write_summary()
+
+    def train_args(self) -> list[str]:
+        """Overrides every training command gets: none on the GPU; CPU and few envs dry."""
+        return [*CPU_ONLY, "env.num_envs=8", "runner.precision=fp32"] if self.dry else []
+
+    # ------------------------------------------------------------------ the steps
+
+    def setup(self) -> None:
+        step = self.step("setup")
+        wheels = sorted(WHEELS.glob("*.whl"))
+        if wheels and not self.dry:
+            site = self.work / "site"
+            self.run(
+                step,
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--no-index",
+                    "--no-deps",
+                    "--no-compile",
+                    "--no-cache-dir",
+                    "--upgrade",
+                    "--target",
+                    str(site),
+                    *map(str, wheels),
+                ],
+                self.budgets.setup,
+            )
+            self._python_path(site)
+            step.figures["wheels"] = [w.name for w in wheels]
+        done = self.run(step, [sys.executable, "benchmarks/gpu/machine_info.py"], 60)
+        self.machine = _last_json(done.stdout)
+        step.figures.update(self.machine)
+
+    def cuda_tests(self) -> None:
+        step = self.step("cuda_tests")
+        done = self.run(
+            step,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-rfE",
+                "-p",
+                "no:cacheprovider",
+                "--durations=5",
+                "tests/cuda",
+            ],
+            self.budgets.cuda_tests,
+        )
+        step.figures.update(_pytest_counts(done.stdout))
+
+    def env_ceiling(self) -> None:
+        step = self.step("env_ceiling")
+        seconds = str(self.budgets.env_seconds)
+        done = self.run(
+            step,
+            [
+                sys.executable,
+                "benchmarks/gpu/env_ceiling.py",
+                "--seconds",
+                seconds,
+                "--repeats",
+                "3",
+                "--",
+                *PRESET,
+                *GAME,
+                *self.train_args(),
+            ],
+            60 + 3 * self.budgets.env_seconds,
+        )
+        step.figures.update(_last_json(done.stdout))
+
+    def train(self) -> None:
+        step = self.step("train")
+        runs = self.work / "runs"
+        argv = [
+            *RLPERF,
+            "train",
+            *PRESET,
+            *GAME,
+            "--seed",
+            "1",
+            "--no-progress",
+            f"stop.wall_time_s={self.budgets.train_s:g}",
+            *self.train_args(),
+            "--runs-root",
+            str(runs),
+            "-s",
+            "train",
+        ]
+        self.run(step, argv, self.budgets.train_s + 90)
+        step.figures.update(run_figures(runs / "train"))
+        ceiling = self.figure("env_ceiling", "steps_per_s")
+        if ceiling and step.figures.get("sps_median"):
+            step.figures["share_of_env_ceiling"] = step.figures["sps_median"] / ceiling
+
+    def placements(self) -> None:
+        step = self.step("placements")
+        sweep = self.work / "placements"
+        self.run(
+            step,
+            [
+                *RLPERF,
+                "sweep",
+                self.placements_sweep(),
+                "-o",
+                str(sweep),
+                f"stop.wall_time_s={self.budgets.placement_s:g}",
+            ],
+            3 * (self.budgets.placement_s + 60),
+        )
+        points: dict[str, dict[str, Any]] = {}
+        for line in _lines(sweep / "sweep.jsonl"):  # the last line of a point is its outcome
+            points[line["point"]] = {"status": line.get("status"), "note": line.get("reason")}
+        for run in sorted((sweep / "runs").glob("*")):
+            points.setdefault(run.name, {}).update(run_figures(run))
+        step.figures["points"] = points
+        report = self.work / "report"
+        # the atari-fast-gpu run of step 4 beside the thesis's placements
+        runs = [str(sweep), *map(str, (self.work / "runs").glob("train"))]
+        self.run(step, [*RLPERF, "report", *runs, "-o", str(report)], 120)
+        self.keep_figures(report)
+
+    def placements_sweep(self) -> str:
+        """The shipped sweep; dry, a copy with 2 workers a point, 64 steps each and 1 epoch (points set
+        their own worker counts, which command-line overrides do not change)."""
+        if not self.dry:
+            return "thesis-placements"
+        import yaml
+
+        spec = yaml.safe_load(
+            (ROOT / "src/rlperf/sweep/presets/thesis-placements.yaml").read_text()
+        )
+        spec["base"].update({"ppo.update_epochs": 1, "ppo.num_steps": 64})
+        for point in spec["points"]:
+            point.pop("runner.num_workers", None)
+            point.setdefault("runner", {})["num_workers"] = 2
+        path = self.work / "thesis-placements-dry.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        return str(path)
+
+    def pong(self) -> None:
+        step = self.step("pong")
+        runs = self.work / "pong"
+        seeds: dict[str, Any] = {}
+        step.figures["seeds"] = seeds
+        target = "-20" if self.dry else "17"
+        for seed in (1, 2, 3):
+            name = f"seed{seed}"
+            argv = [
+                *RLPERF,
+                "train",
+                *PRESET,
+                *GAME,
+                "--seed",
+                str(seed),
+                f"stop.target_reward={target}",
+                *self.train_args(),
+                "--no-progress",
+                "--runs-root",
+                str(runs),
+                "-s",
+                name,
+            ]
+            before, status = step.seconds, step.status
+            self.run(step, argv, self.budgets.pong_cap)
+            figures = run_figures(runs / name)
+            figures["command_to_exit_s"] = step.seconds - before
+            figures["solved"] = figures.get("stop_reason") == "target_reward"
+            figures["cap_reached"] = step.status == "time limit"
+            if figures["cap_reached"]:  # a seed stopped at the cap is a figure, not a failure
+                step.status = "ok" if status == "not run" else status
+            seeds[name] = figures
+            self.write_summary()
+        walls = [s["command_to_exit_s"] for s in seeds.values()]
+        step.figures["median_command_to_exit_s"] = statistics.median(walls)
+        step.figures["solved"] = sum(bool(s["solved"]) for s in seeds.values())
+        report = self.work / "pong-report"
+        self.run(
+            step, [*RLPERF, "report", *map(str, sorted(runs.glob("seed*"))), "-o", str(report)], 120
+        )
+        self.keep_figures(report)
+
+    # ------------------------------------------------------------------ output
+
+    def figure(self, step_name: str, key: str) -> Any:
+        for step in self.steps:
+            if step.name == step_name:
+                return step.figures.get(key)
+        return None
+
+    def keep_figures(self, report: Path) -> None:
+        """Copy the report's figures to OUT (at most MAX_FIGURES, named after the step)."""
+        kept = sorted(p for p in self.out.glob("*.png"))
+        for png in sorted(report.rglob("*.png")):
+            if len(kept) >= MAX_FIGURES:
+                break
+            target = self.out / f"{report.name}-{png.name}"
+            shutil.copyfile(png, target)
+            kept.append(target)
+
+    def write_summary(self) -> None:
+        data = {
+            "mode": self.mode,
+            "dry_run": self.dry,
+            "machine": self.machine,
+            "steps": [vars(s) for s in self.steps],
+        }
+        (self.out / "summary.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+        (self.out / "summary.md").write_text(markdown(data))
+
+
+# ---------------------------------------------------------------------- reading results
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _last_json(text: str) -> dict[str, Any]:
+    for line in reversed(text.splitlines()):
+        if line.startswith("{"):
+            try:
+                return dict(json.loads(line))
+            except ValueError:
+                continue
+    return {}
+
+
+def _pytest_counts(text: str) -> dict[str, int]:
+    """``3 passed, 1 skipped in 2.0s`` -> {"passed": 3, "skipped": 1}."""
+    found = re.findall(r"(\d+) (passed|failed|skipped|error|errors)\b", text)
+    return {word.rstrip("s") if word == "errors" else word: int(n) for n, word in found}
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def run_figures(run: Path) -> dict[str, Any]:
+    """What one run directory says: throughput, phase split, GPU use, outcome."""
+    rows = _lines(run / "metrics.jsonl")
+    manifest = (
+        json.loads((run / "manifest.json").read_text()) if (run / "manifest.json").is_file() else {}
+    )
+    out: dict[str, Any] = {
+        "status": manifest.get("status"),
+        "stop_reason": manifest.get("stop_reason"),
+        "iterations": len(rows),
+        "env_steps": manifest.get("env_steps"),
+        "time_total_s": manifest.get("time_total_s"),
+    }
+    precision = manifest.get("precision_auto") or {}
+    if precision:
+        out["precision"] = precision.get("chosen")
+        out["precision_source"] = precision.get("source")
+    steady = [r for r in rows if not r.get("warmup")] or rows
+    if not steady:
+        return out
+    last = rows[-1]
+    out["episode_reward_mean"] = last.get("episode_reward_mean")
+    out["episode_reward_ema"] = last.get("episode_reward_ema")
+    out["sps_median"] = statistics.median(r["SPS"] for r in steady)
+    wall_ms = sum(r["time_this_iter_s"] for r in steady) * 1e3
+    shares = {
+        p: sum(r[f"{p}_time_ms"] for r in steady) / wall_ms
+        for p in ("sample", "load", "learn", "update", "other")
+    }
+    for sub in ("policy_forward", "env_step"):
+        key = f"perf/{sub}_time_ms"
+        if all(key in r for r in steady):
+            shares[sub] = sum(r[key] for r in steady) / wall_ms
+    out["phase_share"] = shares
+    out["phase_ms"] = {
+        p: statistics.median(r[f"{p}_time_ms"] for r in steady)
+        for p in ("sample", "load", "learn", "update")
+    }
+    gpu = {
+        "util_percent": _mean(
+            [
+                r["sys/gpu0_util_percent"]
+                for r in steady
+                if r.get("sys/gpu0_util_percent") is not None
+            ]
+        ),
+        "mem_mb_max": max(
+            (r["sys/gpu0_mem_mb"] for r in steady if r.get("sys/gpu0_mem_mb") is not None),
+            default=None,
+        ),
+        "power_w": _mean(
+            [r["sys/gpu0_power_w"] for r in steady if r.get("sys/gpu0_power_w") is not None]
+        ),
+        "joules_per_iteration": _mean(
+            [r["energy/gpu0_joules"] for r in steady if r.get("energy/gpu0_joules") is not None]
+        ),
+    }
+    if any(v is not None for v in gpu.values()):
+        steps_per_iter = (
+            statistics.median(
+                b["timesteps_total"] - a["timesteps_total"]
+                for a, b in zip(rows, rows[1:], strict=False)
+            )
+            if len(rows) > 1
+            else None
+        )
+        if gpu["joules_per_iteration"] and steps_per_iter:
+            gpu["env_steps_per_joule"] = steps_per_iter / gpu["joules_per_iteration"]
+        out["gpu"] = gpu
+    return out
+
+
+# ---------------------------------------------------------------------- the table
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 1 else f"{value:,.1f}"
+    return str(value)
+
+
+def _headline(step: dict[str, Any]) -> str:
+    f = step["figures"]
+    name = step["name"]
+    if name == "setup":
+        return ", ".join(
+            f"{k} {_fmt(f.get(k))}"
+            for k in ("gpu", "driver", "cpu", "cores", "torch", "cuda", "ale-py", "sync_us")
+        )
+    if name == "cuda_tests":
+        return ", ".join(f"{v} {k}" for k, v in f.items()) or "no pytest summary"
+    if name == "env_ceiling":
+        return (
+            f"{_fmt(f.get('steps_per_s'))} steps/s ({_fmt(f.get('min'))}–{_fmt(f.get('max'))}), "
+            f"{f.get('num_envs')} envs, {f.get('threads')} threads, engine {f.get('engine')}"
+        )
+    if name == "train":
+        gpu = f.get("gpu") or {}
+        share = f.get("phase_share") or {}
+        return (
+            f"SPS {_fmt(f.get('sps_median'))} ({_fmt(f.get('share_of_env_ceiling'))} of the ceiling), "
+            + ", ".join(f"{p} {_fmt(v)}" for p, v in share.items())
+            + f"; GPU {_fmt(gpu.get('util_percent'))} % busy, {_fmt(gpu.get('mem_mb_max'))} MiB, "
+            f"{_fmt(gpu.get('power_w'))} W, {_fmt(gpu.get('joules_per_iteration'))} J/iteration; "
+            f"precision {f.get('precision')}"
+        )
+    if name == "placements":
+        return "; ".join(
+            f"{n} {p.get('status')} SPS {_fmt(p.get('sps_median'))}"
+            for n, p in (f.get("points") or {}).items()
+        )
+    if name == "pong":
+        return (
+            f"solved {f.get('solved', '–')}/3, median {_fmt(f.get('median_command_to_exit_s'))} s "
+            "command to exit"
+        )
+    return ""
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The summary as Markdown: one table row per step, detail tables, every command."""
+    lines = [
+        f"# GPU check ({data['mode']}{', dry run' if data['dry_run'] else ''})",
+        "",
+        "| step | status | seconds | figures |",
+        "| --- | --- | --- | --- |",
+    ]
+    for s in data["steps"]:
+        lines.append(f"| {s['name']} | {s['status']} | {s['seconds']:.0f} | {_headline(s)} |")
+    for s in data["steps"]:
+        rows = s["figures"].get("points") or s["figures"].get("seeds")
+        if not rows:
+            continue
+        lines += [
+            "",
+            f"## {s['name']}",
+            "",
+            "| run | status | stop | steps | SPS | sample / load / learn / update ms "
+            "| GPU % | GPU MiB | reward mean / EMA | command to exit s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, r in rows.items():
+            ms = r.get("phase_ms") or {}
+            gpu = r.get("gpu") or {}
+            lines.append(
+                f"| {name} | {r.get('status')} | {r.get('stop_reason')} | {_fmt(r.get('env_steps'))} "
+                f"| {_fmt(r.get('sps_median'))} | {' / '.join(_fmt(ms.get(p)) for p in ('sample', 'load', 'learn', 'update'))} "
+                f"| {_fmt(gpu.get('util_percent'))} | {_fmt(gpu.get('mem_mb_max'))} "
+                f"| {_fmt(r.get('episode_reward_mean'))} / {_fmt(r.get('episode_reward_ema'))} "
+                f"| {_fmt(r.get('command_to_exit_s'))} |"
+            )
+    lines += ["", "## Commands", ""]
+    for s in data["steps"]:
+        lines += [f"- {s['name']}: `{c}`" for c in s["commands"]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", type=Path, help="output folder (summary, log, figures)")
+    p.add_argument("--pong", action="store_true", help="step 5: Pong with seeds 1-3")
+    p.add_argument("--dry-run", action="store_true", help="every step on the CPU, tiny budgets")
+    p.add_argument("--train-seconds", type=float, help="step 4's training seconds (60)")
+    p.add_argument("--placement-seconds", type=float, help="step 6's seconds per point (30)")
+    p.add_argument("--pong-cap", type=float, help="step 5's cap per seed in seconds (130)")
+    args = p.parse_args()
+    budgets = Budgets.dry() if args.dry_run else Budgets()
+    for attr, value in (
+        ("train_s", args.train_seconds),
+        ("placement_s", args.placement_seconds),
+        ("pong_cap", args.pong_cap),
+    ):
+        if value is not None:
+            setattr(budgets, attr, value)
+    check = Check(args.out, "pong" if args.pong else "main", args.dry_run, budgets)
+    check.guarded(check.setup, "setup")
+    if args.pong:
+        check.guarded(check.pong, "pong")
+    else:
+        for name in ("cuda_tests", "env_ceiling", "train", "placements"):
+            check.guarded(getattr(check, name), name)
+    print((args.out / "summary.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The prepared GPU check (benchmarks/gpu/check.py says what each step measures).
+#
+#   scripts/gpu_wheels.sh                  # here, once: the wheels that travel (.gpu-wheels/)
+#   benchmarks/gpu/check.sh OUT            # on the GPU machine: steps 1-4 and 6 (~5 min)
+#   benchmarks/gpu/check.sh --pong OUT     # on the GPU machine: step 5, Pong seeds 1-3 (<= 7 min)
+#   benchmarks/gpu/check.sh --dry-run OUT  # any CPU: the same steps, tiny budgets
+#
+# Runs from a source checkout with the machine's own python3 (PYTHON=... to choose one);
+# rlperf is imported from src/, nothing is installed outside a temporary folder.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+exec "${PYTHON:-python3}" "$root/benchmarks/gpu/check.py" "$@"

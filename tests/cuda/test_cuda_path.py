@@ -1,0 +1,190 @@
+"""The CUDA path, on a real GPU (the whole module skips without one).
+
+Every branch that exists only for CUDA: the explicit device index, pinned rollout buffers
+and non-blocking copies to a GPU learner, one network when acting and learning share the
+GPU, bf16 autocast on CUDA, the phase timers' device synchronisation, NVML's utilisation,
+memory, power and energy in a run's records, precision=auto timed on the GPU, a checkpoint
+written on the GPU resumed on the CPU, and actor processes acting on the GPU (APPO with
+V-trace, decoupled runner). benchmarks/gpu/check.sh runs this module on the GPU machine.
+"""
+
+import json
+
+import pytest
+import torch
+
+from rlperf.algos.ppo import PPO
+from rlperf.cli import main
+from rlperf.config.schema import EnvConfig, ModelConfig, PPOConfig, RunnerConfig
+from rlperf.core.autoprecision import choose_precision
+from rlperf.core.types import Progress
+from rlperf.envs.make import make_vector_env
+from rlperf.models.catalog import build_model
+from rlperf.runners.inproc import InProcRunner, resolve_device
+from rlperf.telemetry.timers import PhaseTimer
+from tests.conftest import read_metrics
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+PONG = ["--env", "ALE/Pong-v5", "--preset", "atari-fast-gpu", "--no-progress"]
+
+
+def _runner(actor_device: str) -> tuple[InProcRunner, PPO]:
+    torch.manual_seed(0)
+    envs = make_vector_env(EnvConfig(id="CartPole-v1", num_envs=4), dim=84, seed=0)
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    algo = PPO(PPOConfig(num_steps=32, num_minibatches=2, update_epochs=1), policy, seed=0)
+    cfg = RunnerConfig(learner_device="cuda", actor_device=actor_device)
+    return InProcRunner(cfg, envs, algo, seed=0), algo
+
+
+def test_cuda_without_an_index_is_the_current_device():
+    assert resolve_device("cuda") == torch.device("cuda", torch.cuda.current_device())
+    assert resolve_device("cuda") == resolve_device("cuda:0")
+
+
+def test_gpu_learner_with_cpu_actors_pins_the_rollout_and_copies_it_asynchronously():
+    runner, algo = _runner("cpu")
+    try:
+        assert runner.actor is not runner.learner
+        assert next(runner.learner.parameters()).is_cuda
+        assert not next(runner.actor.parameters()).is_cuda
+        assert runner.rollout.obs_TN.is_pinned() and runner.rollout.rewards_TN.is_pinned()
+        assert runner.collector.next_obs_N.is_pinned()
+        host, _ = runner.collect(PhaseTimer())
+        batch = runner.load(host)
+        assert batch.obs_TN.is_cuda and batch.next_obs_N.is_cuda
+        torch.cuda.synchronize()
+        torch.testing.assert_close(batch.obs_TN.cpu(), host.obs_TN)
+        torch.testing.assert_close(batch.logprobs_TN.cpu(), host.logprobs_TN)
+        metrics = algo.update(batch, runner.make_gradient_step(algo), Progress(0, 128, 1.0))
+        assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
+        runner.sync_weights()
+        for a, b in zip(runner.actor.parameters(), runner.learner.parameters(), strict=True):
+            torch.testing.assert_close(a, b.cpu(), rtol=0, atol=0)
+    finally:
+        runner.close()
+
+
+def test_actor_and_learner_on_the_gpu_share_one_network_and_the_rollout_lives_there():
+    runner, algo = _runner("cuda:0")
+    try:
+        assert runner.actor is runner.learner
+        batch, episodes = runner.collect(PhaseTimer())
+        assert batch.obs_TN.is_cuda and batch.actions_TN.is_cuda
+        assert runner.load(batch).obs_TN.data_ptr() == batch.obs_TN.data_ptr()  # no copy
+        assert int(batch.dones_TN.sum()) == len(episodes) > 0
+    finally:
+        runner.close()
+
+
+def test_bf16_autocast_on_cuda_keeps_fp32_weights():
+    runner, algo = _runner("cuda:0")
+    try:
+        step = runner.make_gradient_step(algo)
+        batch, _ = runner.collect(PhaseTimer())
+        bf16 = type(step)(algo.policy, algo.optimizer_spec(), device=step.device, precision="bf16")
+        with bf16.autocast():
+            out = torch.nn.functional.linear(
+                batch.obs_TN[0].float(), torch.ones(3, 4, device="cuda")
+            )
+        assert out.dtype == torch.bfloat16
+        metrics = algo.update(batch, bf16, Progress(0, 128, 1.0))
+        assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
+        assert all(p.dtype == torch.float32 for p in algo.policy.parameters())
+    finally:
+        runner.close()
+
+
+def test_phase_timer_synchronises_so_gpu_work_is_charged_to_its_phase():
+    x = torch.randn(4096, 4096, device="cuda")
+    timer = PhaseTimer(sync=torch.cuda.synchronize)
+    with timer.phase("learn"):
+        for _ in range(20):
+            x = x @ x / 64.0  # queued asynchronously; only a sync makes it count here
+    with timer.phase("update"):
+        pass
+    times = timer.lap()
+    assert times["learn"] > 10 * times["update"]
+
+
+def test_precision_auto_times_every_variant_on_the_gpu(tmp_path):
+    model = build_model(ModelConfig(name="nips"), (4, 64, 64), 6).cuda()
+    obs = torch.randint(0, 255, (256, 4, 64, 64), dtype=torch.uint8, device="cuda")
+    machine = {"cpu": "test", "gpu": torch.cuda.get_device_name(0)}
+    choice = choose_precision(
+        model, obs, torch.device("cuda", 0), machine, seconds=0.6, cache=tmp_path / "c.json"
+    )
+    assert set(choice.samples_per_s) == {"fp32", "fp32-cl", "bf16", "bf16-cl"}
+    assert all(v > 0 for v in choice.samples_per_s.values())
+
+
+def test_pong_on_the_gpu_records_nvml_and_resumes_on_the_cpu(runs_root):
+    run = runs_root / "pong"
+    assert (
+        main(
+            [
+                "train",
+                *PONG,
+                "stop.iterations=4",
+                "runner.precision=bf16",
+                "--runs-root",
+                str(runs_root),
+                "-s",
+                "pong",
+            ]
+        )
+        == 0
+    )
+    rows = read_metrics(run)
+    assert len(rows) == 4 and all(r["learn_time_ms"] > 0 for r in rows)
+    last = rows[-1]
+    # NVML: utilisation, memory, power and energy of the GPU in every record
+    assert 0 <= last["sys/gpu0_util_percent"] <= 100
+    assert last["sys/gpu0_mem_mb"] > 100  # at least this process's CUDA context
+    assert last["sys/gpu0_power_w"] > 0 and last["energy/gpu0_joules"] > 0
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["gpus"]
+    # The checkpoint written on the GPU resumes with a CPU learner.
+    assert (
+        main(
+            [
+                "train",
+                "--resume",
+                str(run),
+                "stop.iterations=5",
+                "runner.learner_device=cpu",
+                "runner.actor_device=cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert len(read_metrics(run)) == 5
+
+
+def test_appo_actor_processes_act_on_the_gpu(runs_root):
+    argv = [
+        "train",
+        "--algo",
+        "appo",
+        "--runner",
+        "decoupled",
+        "--env",
+        "CartPole-v1",
+        "--num-workers",
+        "2",
+        "env.num_envs=4",
+        "runner.learner_device=cuda",
+        "runner.actor_device=cuda",
+        "stop.iterations=6",
+        "--no-progress",
+        "--runs-root",
+        str(runs_root),
+        "-s",
+        "appo",
+    ]
+    assert main(argv) == 0
+    rows = read_metrics(runs_root / "appo")
+    assert len(rows) == 6 and rows[-1]["perf/actor_steps_per_s"] > 0
+    assert max(r["sys/gpu0_mem_mb"] for r in rows) > 100

@@ -1,0 +1,69 @@
+"""The prepared GPU check (benchmarks/gpu/check.sh) in its dry run: every step on this CPU
+with tiny budgets, so the check that runs on a lent GPU machine cannot rot unnoticed."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.smoke
+
+CHECK = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "check.sh"
+
+
+def _dry_run(out: Path, *flags: str) -> dict:
+    env = dict(os.environ, PYTHON=sys.executable)
+    done = subprocess.run(
+        [str(CHECK), "--dry-run", *flags, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| step | status | seconds | figures |" in done.stdout  # the table is printed
+    files = sorted(p.name for p in out.iterdir())
+    assert {"summary.json", "summary.md", "check.log"} <= set(files)
+    assert len(files) <= 8  # what one lent machine's output folder may return
+    assert any(name.endswith(".png") for name in files)  # the report's figures
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_main_steps_run_and_report_their_figures(tmp_path):
+    summary = _dry_run(tmp_path / "out")
+    steps = {s["name"]: s for s in summary["steps"]}
+    assert list(steps) == ["setup", "cuda_tests", "env_ceiling", "train", "placements"]
+    assert all(s["status"] == "ok" for s in steps.values()), steps
+    assert summary["machine"]["cores"] >= 1 and summary["machine"]["torch"]
+    assert steps["cuda_tests"]["figures"].get("skipped", 0) > 0  # no CUDA here: skipped
+    assert steps["env_ceiling"]["figures"]["steps_per_s"] > 0
+    train = steps["train"]["figures"]
+    assert train["sps_median"] > 0 and train["share_of_env_ceiling"] > 0
+    phases = [train["phase_share"][p] for p in ("sample", "load", "learn", "update", "other")]
+    assert sum(phases) == pytest.approx(1.0, abs=0.01)  # the phases add up to the wall time
+    points = steps["placements"]["figures"]["points"]
+    assert points["Exp1-cpu_only"]["status"] == "completed"
+    assert points["Exp1-cpu_only"]["iterations"] >= 1
+    # without a GPU the GPU placements are skipped, and say why
+    assert points["Exp2-gpu_learner_gpu_actors"]["status"] == "skipped"
+    assert "GPU" in points["Exp3-gpu_learner_cpu_actors"]["note"]
+    table = (tmp_path / "out" / "summary.md").read_text()
+    assert "rlperf sweep" in table and "rlperf train --preset atari-fast-gpu" in table
+
+
+def test_pong_seeds_are_capped_and_the_cap_is_recorded(tmp_path):
+    summary = _dry_run(tmp_path / "out", "--pong", "--pong-cap", "8")
+    (setup, pong) = summary["steps"]
+    assert pong["name"] == "pong" and pong["status"] == "ok"
+    seeds = pong["figures"]["seeds"]
+    assert list(seeds) == ["seed1", "seed2", "seed3"]
+    for seed in seeds.values():
+        # stopped at the cap (SIGINT, then the run saves its manifest), or solved before it
+        assert seed["cap_reached"] or seed["solved"]
+        assert seed["command_to_exit_s"] < 8 + 20
+        if seed["cap_reached"]:
+            assert seed["status"] == "interrupted"
+    assert pong["figures"]["median_command_to_exit_s"] > 0
