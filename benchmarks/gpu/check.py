@@ -101,7 +101,7 @@ class Check:
 
     def run(self, step: Step, argv: list[str], limit: float) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` (output to the log); SIGINT at ``limit`` seconds, SIGKILL after."""
-        command = shlex.join(argv).replace(sys.executable, "python3")
+        command = shlex.join(argv).replace(sys.executable, "python3").replace(f"{ROOT}/", "")
         step.commands.append(command)
         self.log.write(f"\n=== {step.name}: {command}\n")
         self.log.flush()
@@ -416,10 +416,11 @@ def run_figures(run: Path) -> dict[str, Any]:
         "env_steps": manifest.get("env_steps"),
         "time_total_s": manifest.get("time_total_s"),
     }
-    precision = manifest.get("precision_auto") or {}
-    if precision:
-        out["precision"] = precision.get("chosen")
-        out["precision_source"] = precision.get("source")
+    resources = manifest.get("resources") or {}
+    if resources.get("precision"):
+        layout = "-cl" if resources.get("channels_last") else ""
+        out["precision"] = f"{resources['precision']}{layout}"
+        out["precision_source"] = (resources.get("precision_auto") or {}).get("source", "config")
     steady = [r for r in rows if not r.get("warmup")] or rows
     if not steady:
         return out
