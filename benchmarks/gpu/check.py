@@ -12,6 +12,8 @@ that fails or runs out of time is recorded as such and the next one still runs.
   3. ``env_ceiling``: env-only steps/s of ``atari-fast-gpu``'s engine on Pong;
   4. ``train``: PPO with ``atari-fast-gpu`` for ``--train-seconds``: SPS (and its share of
      the ceiling), the phase split, NVML utilisation, memory, power and energy;
+     ``overlap``: the same with acting overlapped with learning (APPO, decoupled actors on
+     the GPU) for 30 s, its SPS as a ratio to PPO's;
   6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
      ``--placement-seconds`` each, then ``rlperf report`` on them.
 ``check.sh --pong OUT`` (at most 3 x ``--pong-cap`` seconds):
@@ -46,6 +48,9 @@ RLPERF = [sys.executable, "-m", "rlperf"]
 GAME = ["--env", "ALE/Pong-v5"]
 PRESET = ["--preset", "atari-fast-gpu"]
 CPU_ONLY = ["runner.learner_device=cpu", "runner.actor_device=cpu"]
+# APPO with atari-fast-gpu's rollout, minibatches and learning rate (the preset sets ppo.*)
+APPO_AS_PRESET = ["appo.num_steps=32", "appo.num_minibatches=8", "appo.update_epochs=3",
+                  "appo.learning_rate=5e-4"]  # fmt: skip
 MAX_FIGURES = 5  # with summary.json, summary.md and check.log: at most 8 files in OUT
 GRACE_S = 20.0  # after SIGINT at a step's limit, time to write the manifest before SIGKILL
 
@@ -58,12 +63,13 @@ class Budgets:
     cuda_tests: float = 150
     env_seconds: float = 3.0
     train_s: float = 60
+    overlap_s: float = 30
     placement_s: float = 30
     pong_cap: float = 130
 
     @classmethod
     def dry(cls) -> Budgets:
-        return cls(env_seconds=0.3, train_s=4, placement_s=3, pong_cap=12)
+        return cls(env_seconds=0.3, train_s=4, overlap_s=4, placement_s=3, pong_cap=12)
 
 
 @dataclass
@@ -257,6 +263,23 @@ class Check:
         ceiling = self.figure("env_ceiling", "steps_per_s")
         if ceiling and step.figures.get("sps_median"):
             step.figures["share_of_env_ceiling"] = step.figures["sps_median"] / ceiling
+
+    def overlap(self) -> None:
+        """Step 4b: the same game, envs and minibatches with acting overlapped with learning
+        (APPO, V-trace, two actor processes acting on the GPU), beside step 4's PPO."""
+        step = self.step("overlap")
+        runs = self.work / "runs"
+        actor = "cpu" if self.dry else "cuda"
+        argv = [*RLPERF, "train", *PRESET, *GAME, "--seed", "1", "--no-progress",
+                "--algo", "appo", "--runner", "decoupled", "--num-workers", "2",
+                *APPO_AS_PRESET, f"runner.actor_device={actor}",
+                f"stop.wall_time_s={self.budgets.overlap_s:g}", *self.train_args(),
+                "--runs-root", str(runs), "-s", "overlap"]  # fmt: skip
+        self.run(step, argv, self.budgets.overlap_s + 90)
+        step.figures.update(run_figures(runs / "overlap"))
+        ppo = self.figure("train", "sps_median")
+        if ppo and step.figures.get("sps_median"):
+            step.figures["sps_vs_ppo"] = step.figures["sps_median"] / ppo
 
     def placements(self) -> None:
         step = self.step("placements")
@@ -514,6 +537,11 @@ def _headline(step: dict[str, Any]) -> str:
             f"{_fmt(gpu.get('power_w'))} W, {_fmt(gpu.get('joules_per_iteration'))} J/iteration; "
             f"precision {f.get('precision')}"
         )
+    if name == "overlap":
+        return (
+            f"SPS {_fmt(f.get('sps_median'))} ({_fmt(f.get('sps_vs_ppo'))} x step 4's PPO), "
+            + ", ".join(f"{p} {_fmt(v)}" for p, v in (f.get("phase_share") or {}).items())
+        )
     if name == "placements":
         return "; ".join(
             f"{n} {p.get('status')} SPS {_fmt(p.get('sps_median'))}"
@@ -587,7 +615,7 @@ def main() -> int:
     if args.pong:
         check.guarded(check.pong, "pong")
     else:
-        for name in ("cuda_tests", "env_ceiling", "train", "placements"):
+        for name in ("cuda_tests", "env_ceiling", "train", "overlap", "placements"):
             check.guarded(getattr(check, name), name)
     print((args.out / "summary.md").read_text())
     return 0

@@ -35,7 +35,7 @@ def _dry_run(out: Path, *flags: str) -> dict:
 def test_main_steps_run_and_report_their_figures(tmp_path):
     summary = _dry_run(tmp_path / "out")
     steps = {s["name"]: s for s in summary["steps"]}
-    assert list(steps) == ["setup", "cuda_tests", "env_ceiling", "train", "placements"]
+    assert list(steps) == ["setup", "cuda_tests", "env_ceiling", "train", "overlap", "placements"]
     assert all(s["status"] == "ok" for s in steps.values()), steps
     assert summary["machine"]["cores"] >= 1 and summary["machine"]["torch"]
     assert steps["cuda_tests"]["figures"].get("skipped", 0) > 0  # no CUDA here: skipped
@@ -44,6 +44,8 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     assert train["sps_median"] > 0 and train["share_of_env_ceiling"] > 0
     phases = [train["phase_share"][p] for p in ("sample", "load", "learn", "update", "other")]
     assert sum(phases) == pytest.approx(1.0, abs=0.01)  # the phases add up to the wall time
+    overlap = steps["overlap"]["figures"]
+    assert overlap["status"] == "completed" and overlap["sps_vs_ppo"] > 0
     points = steps["placements"]["figures"]["points"]
     assert points["Exp1-cpu_only"]["status"] == "completed"
     assert points["Exp1-cpu_only"]["iterations"] >= 1
