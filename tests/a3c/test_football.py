@@ -6,7 +6,8 @@ import pytest
 
 from rlperf.config.schema import EnvConfig
 from rlperf.envs import football
-from rlperf.envs.football import ACTIONS, ENV_ID, OBS_SLICES, FootballEmptyGoalClose
+from rlperf.envs.football import ACTIONS, ENV_ID, FootballEmptyGoalClose
+from rlperf.envs.football_pitch import OBS_SLICES
 from rlperf.envs.make import make_env, validate_env_id
 
 SHOT, RIGHT, LEFT, TOP, SHORT_PASS, RELEASE = 12, 5, 1, 3, 11, 14

@@ -11,7 +11,7 @@ What is taken from gfootball, exactly:
 - coordinates: the pitch spans x in [-1, 1] and y in [-0.42, 0.42] (y grows downwards, so
   "top" is negative y); the opponent's goal is at x = 1 between posts at y = +-0.044;
 - the 115-float observation in the fixed-position layout (gfootball's ``simple115v2``): see
-  :data:`OBS_SLICES`; absent players are filled with -1 as gfootball does;
+  :data:`~rlperf.envs.football_pitch.OBS_SLICES`; absent players are filled with -1 as gfootball does;
 - the 19-action default set (:data:`ACTIONS`), with sticky movement directions (a direction
   holds until another direction or ``release_direction``) and sprint/dribble toggles;
 - the scenario's start, as gfootball 2.10.2 reports it: the left keeper at (-1.011, 0),
@@ -39,6 +39,8 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+
+from rlperf.envs.football_pitch import GOAL_HALF_WIDTH, PITCH_X, PITCH_Y
 
 ENV_ID = "rlperf/FootballEmptyGoalClose-v0"
 GAME_DURATION = 400
@@ -79,24 +81,7 @@ _DIRECTIONS = {
     8: (-_DIAG, _DIAG),
 }
 
-OBS_SLICES: dict[str, slice] = {
-    "left_team": slice(0, 22),
-    "left_team_direction": slice(22, 44),
-    "right_team": slice(44, 66),
-    "right_team_direction": slice(66, 88),
-    "ball": slice(88, 91),
-    "ball_direction": slice(91, 94),
-    "ball_owned_team": slice(94, 97),
-    "active": slice(97, 108),
-    "game_mode": slice(108, 115),
-}
-"""The simple115 layout: 11 (x, y) pairs per team block, ball (x, y, z) and its per-step
-displacement, owner one-hot over {none, left, right}, active player one-hot (11), game
-mode one-hot (7)."""
-
-# Pitch and goal (gfootball units; z in metres as gfootball reports it).
-PITCH_X, PITCH_Y = 1.0, 0.42
-GOAL_HALF_WIDTH = 0.044
+# The goal's height and the ball's resting height, in metres as gfootball reports z.
 GOAL_HEIGHT = 2.44
 BALL_REST_Z = 0.11
 KEEPER_X = -1.011

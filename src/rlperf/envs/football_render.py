@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlperf.envs.football import GOAL_HALF_WIDTH, OBS_SLICES, PITCH_X, PITCH_Y
+from rlperf.envs.football_pitch import GOAL_HALF_WIDTH, OBS_SLICES, PITCH_X, PITCH_Y
 
 SCALE = 60
 """Pixels per pitch unit: a 2.2 x 0.94 area (pitch plus margins) becomes 132 x 56 pixels."""
