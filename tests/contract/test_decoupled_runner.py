@@ -9,10 +9,11 @@ import torch
 
 from rlperf import registry
 from rlperf.config.schema import RunConfig
+from rlperf.core.errors import ActorError
 from rlperf.core.types import Progress
 from rlperf.envs.make import make_env_slice
 from rlperf.models.catalog import build_model
-from rlperf.runners.decoupled import ActorError, DecoupledRunner
+from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.telemetry.timers import PhaseTimer
 from tests.helpers.flaky_envs import cartpole_failing_once
 

@@ -17,10 +17,10 @@ from rlperf import registry
 from rlperf.cli import main
 from rlperf.config.load import apply_dict, load_preset
 from rlperf.config.schema import RunConfig
+from rlperf.core.errors import ActorError
 from rlperf.core.types import Progress
 from rlperf.envs.make import make_env_slice
 from rlperf.models.catalog import build_model
-from rlperf.runners.decoupled import ActorError
 from rlperf.runners.play_train import PlayTrainRunner
 from rlperf.telemetry.timers import PhaseTimer
 from tests.conftest import read_metrics, start_training, wait_for_iterations

@@ -17,10 +17,11 @@ from rlperf.algos.ppo import PPO
 from rlperf.cli import main
 from rlperf.config.schema import EnvConfig, ModelConfig, PPOConfig, RunnerConfig
 from rlperf.core.autoprecision import choose_precision
+from rlperf.core.devices import resolve_device
 from rlperf.core.types import Progress
 from rlperf.envs.make import make_vector_env
 from rlperf.models.catalog import build_model
-from rlperf.runners.inproc import InProcRunner, resolve_device
+from rlperf.runners.inproc import InProcRunner
 from rlperf.telemetry.timers import PhaseTimer
 from tests.conftest import read_metrics
 

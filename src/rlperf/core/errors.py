@@ -43,6 +43,17 @@ class WorkerError(RuntimeError):
     """
 
 
+class ActorError(WorkerError):
+    """A process that acts for the learner (a decoupled actor, the play process, a Ray
+    actor) raised or died; its own traceback, when it sent one, is a note on the error."""
+
+    def __init__(self, message: str, *, worker_index: int, worker_traceback: str | None = None):
+        super().__init__(message)
+        self.worker_index = worker_index
+        if worker_traceback:
+            self.add_note("actor-side traceback:\n" + worker_traceback.rstrip())
+
+
 class EnvError(WorkerError):
     """An env stepped in the training process raised. Unlike a worker process it cannot be
     restarted: the run stops cleanly (the subprocess and decoupled runners restart theirs)."""

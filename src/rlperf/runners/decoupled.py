@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from rlperf.config.schema import RunnerConfig
-from rlperf.core.errors import WorkerError
+from rlperf.core.devices import resolve_device
+from rlperf.core.errors import ActorError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
@@ -33,7 +34,6 @@ from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor import ActorSetup, RolloutReport, actor_main
 from rlperf.runners.actor_stats import ActorStats
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
-from rlperf.runners.inproc import resolve_device
 from rlperf.runners.shared_memory import (
     RolloutSlots,
     SharedPolicyWeights,
@@ -50,16 +50,6 @@ def learner_threads(cfg: RunnerConfig) -> int:
     core stalls its siblings at every parallel region (measured in docs/benchmarks.md)."""
     cpus = len(cfg.cpu_affinity or os.sched_getaffinity(0))
     return max(1, cpus - cfg.num_workers * cfg.actor_threads)
-
-
-class ActorError(WorkerError):
-    """An actor process raised or died."""
-
-    def __init__(self, message: str, *, worker_index: int, worker_traceback: str | None = None):
-        super().__init__(message)
-        self.worker_index = worker_index
-        if worker_traceback:
-            self.add_note("actor-side traceback:\n" + worker_traceback.rstrip())
 
 
 def _actor_error(message: str, actor: Worker | None, worker_traceback: str | None) -> ActorError:

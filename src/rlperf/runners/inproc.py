@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from rlperf.config.schema import RunnerConfig
+from rlperf.core.devices import resolve_device
 from rlperf.core.errors import WorkerError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
@@ -23,15 +24,6 @@ from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.timers import PhaseTimer
-
-
-def resolve_device(name: str) -> torch.device:
-    """``name`` as a torch.device with an explicit index for CUDA ("cuda" -> "cuda:0"), so
-    that two spellings of one GPU compare equal."""
-    device = torch.device(name)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
 
 
 class InProcRunner:

@@ -39,14 +39,14 @@ import numpy as np
 import torch
 
 from rlperf.config.schema import RunnerConfig
+from rlperf.core.devices import resolve_device
+from rlperf.core.errors import ActorError
 from rlperf.core.protocols import Behaviour, OffPolicyAlgorithm
 from rlperf.core.resources import apply_cpu_resources
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.child import run_child, say_hello, wait_for_free_slot
-from rlperf.runners.decoupled import ActorError
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
-from rlperf.runners.inproc import resolve_device
 from rlperf.runners.shared_memory import SharedPolicyWeights
 from rlperf.runners.supervisor import Supervisor, Worker
 from rlperf.runners.transitions import TransitionsRunner

@@ -46,15 +46,16 @@ from typing import Any
 import torch
 
 from rlperf.config.schema import RunnerConfig
+from rlperf.core.devices import resolve_device
+from rlperf.core.errors import ActorError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor_stats import ActorStats
-from rlperf.runners.decoupled import ActorError, learner_threads
+from rlperf.runners.decoupled import learner_threads
 from rlperf.runners.env_slice import EnvSliceFactory
-from rlperf.runners.inproc import resolve_device
 from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
 from rlperf.runners.ray_rollout_actor import (
     RayActorSetup,

@@ -36,13 +36,13 @@ import torch
 
 from rlperf.buffers.replay import ReplayBuffer
 from rlperf.config.schema import RunnerConfig
+from rlperf.core.devices import resolve_device
 from rlperf.core.errors import WorkerError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm, OffPolicyAlgorithm
 from rlperf.core.types import Progress, Transitions, budget_fraction_left
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
-from rlperf.runners.inproc import resolve_device
 from rlperf.telemetry.timers import PhaseTimer
 
 
