@@ -218,6 +218,6 @@ class DecoupledRunner(SupervisedRunner):
     def worker_metrics(self) -> dict[str, float]:
         return {
             "sys/live_workers": float(self.workers.live()),
-            "sys/worker_restarts": float(self.workers.restarts),
+            "sys/worker_restarts": float(self.workers.budget.used),
             **self.stats.metrics(),
         }

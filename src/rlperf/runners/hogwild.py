@@ -248,7 +248,7 @@ class HogwildRunner(SupervisedRunner):
     def worker_metrics(self) -> dict[str, float]:
         metrics = {
             "sys/live_workers": float(self.workers.live("worker")),
-            "sys/worker_restarts": float(self.workers.restarts),
+            "sys/worker_restarts": float(self.workers.budget.used),
         }
         s = self._worker_seconds
         per_segment = self._steps / max(self._segments, 1)

@@ -341,7 +341,7 @@ class PlayTrainRunner(TransitionsRunner):
         metrics.update(
             {
                 "sys/live_workers": float(self.workers.live()),
-                "sys/worker_restarts": float(self.workers.restarts),
+                "sys/worker_restarts": float(self.workers.budget.used),
                 "perf/policy_lag": float(np.mean(self._lags)) if self._lags else 0.0,
                 "perf/policy_lag_max": float(max(self._lags, default=0)),
                 # the play process's capacity: env steps per second of its busy time
@@ -354,10 +354,10 @@ class PlayTrainRunner(TransitionsRunner):
         return self.workers.process_resources()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "worker_restarts": self.workers.restarts}
+        return {**super().state_dict(), **self.workers.budget.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.workers.restarts = int(state.get("worker_restarts", 0))
+        self.workers.budget.load_state_dict(state)
         super().load_state_dict(state)
 
     def close(self) -> None:

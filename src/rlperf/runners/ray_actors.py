@@ -65,7 +65,7 @@ from rlperf.runners.ray_rollout_actor import (
     weights_to_numpy,
 )
 from rlperf.runners.shared_memory import empty_batch, gather_rollouts
-from rlperf.runners.supervisor import WORKER_TIMEOUT_S, worker_seeds, worker_timeout
+from rlperf.runners.supervisor import WORKER_TIMEOUT_S, RestartBudget, worker_seeds, worker_timeout
 from rlperf.telemetry.timers import PhaseTimer
 
 _ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -123,7 +123,7 @@ class RayRunner:
         self._started = False
         self._batches: dict[int, Rollout] = {}  # gather buffers by number of rollouts
         self.stats = ActorStats(self.max_policy_lag)
-        self.worker_restarts = 0
+        self.budget = RestartBudget(cfg)
         self.timeout_s = worker_timeout(cfg)
         self.actors: list[_Actor] = []
         self.connection = connect(cfg)
@@ -217,12 +217,7 @@ class RayRunner:
         actor.inflight = None
         with contextlib.suppress(Exception):
             self._ray.kill(actor.handle, no_restart=True)
-        if cfg.restart_failed_workers and self.worker_restarts < cfg.max_worker_restarts:
-            self.worker_restarts += 1
-            _say(
-                f"{self._describe(actor)} {cause}; replaced by a new actor (restart "
-                f"{self.worker_restarts} of at most {cfg.max_worker_restarts})"
-            )
+        if self.budget.take(self._describe(actor), cause):
             actor.incarnation += 1
             actor.handle = self._create(actor.index, actor.incarnation)
             actor.info = {}
@@ -328,7 +323,7 @@ class RayRunner:
         per_node = Counter(a.info.get("node_id") for a in live)
         return {
             "sys/live_workers": float(len(live)),
-            "sys/worker_restarts": float(self.worker_restarts),
+            "sys/worker_restarts": float(self.budget.used),
             "sys/nodes": float(len(per_node)),
             "sys/actors_per_node_min": float(min(per_node.values(), default=0)),
             "sys/actors_per_node_max": float(max(per_node.values(), default=0)),
@@ -347,10 +342,10 @@ class RayRunner:
     def state_dict(self) -> dict[str, Any]:
         # Actors run ahead of the learner (asynchronous mode) and live on other machines:
         # no env snapshot is kept, a resumed run starts new episodes.
-        return {"envs": None, "worker_restarts": self.worker_restarts}
+        return {"envs": None, **self.budget.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.worker_restarts = int(state.get("worker_restarts", 0))
+        self.budget.load_state_dict(state)
 
     def close(self) -> None:
         ray = self._ray

@@ -17,7 +17,7 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.inproc import InProcRunner
-from rlperf.runners.supervisor import announce_restart, may_restart
+from rlperf.runners.supervisor import RestartBudget
 
 
 class SubprocRunner(InProcRunner):
@@ -32,8 +32,7 @@ class SubprocRunner(InProcRunner):
     def __init__(self, cfg: RunnerConfig, envs: VectorEnv, algo: Algorithm, *, seed: int) -> None:
         super().__init__(cfg, envs, algo, seed=seed)
         self.seed = seed
-        self.worker_restarts = 0
-        """Failed env workers restarted so far in the run (``sys/worker_restarts``)."""
+        self.budget = RestartBudget(cfg)
 
     def _recover(self, exc: WorkerError, t: int, buf: Rollout) -> np.ndarray:
         """Restart the failed worker (runner.restart_failed_workers) and end step ``t``.
@@ -46,12 +45,9 @@ class SubprocRunner(InProcRunner):
         ``seed + restarts * num_envs``, gives every restart its own env seeds.
         """
         w = getattr(exc, "worker_index", None)
-        cfg = self.cfg
-        if w is None or not may_restart(cfg, self.worker_restarts):
+        if w is None or not self.budget.take(f"env worker {w}", exc):
             raise exc
-        self.worker_restarts += 1
-        announce_restart(f"env worker {w}", self.worker_restarts, cfg, exc)
-        seed = self.seed + self.worker_restarts * self.envs.num_envs
+        seed = self.seed + self.budget.used * self.envs.num_envs
         obs = self.envs.restart_worker(w, seed=seed)  # type: ignore[attr-defined]
         buf.rewards_TN[t] = 0.0
         buf.dones_TN[t] = 1.0
@@ -59,11 +55,10 @@ class SubprocRunner(InProcRunner):
         return obs
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "worker_restarts": self.worker_restarts}
+        return {**super().state_dict(), **self.budget.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        # The restart budget is per run, so it carries over a resume (absent: older runs).
-        self.worker_restarts = int(state.get("worker_restarts", 0))
+        self.budget.load_state_dict(state)  # the budget is per run: it carries over a resume
         super().load_state_dict(state)
 
     def process_resources(self) -> list[dict[str, Any]]:
@@ -80,5 +75,5 @@ class SubprocRunner(InProcRunner):
     def worker_metrics(self) -> dict[str, float]:
         return {
             "sys/live_workers": float(self.envs.live_workers),  # type: ignore[attr-defined]
-            "sys/worker_restarts": float(self.worker_restarts),
+            "sys/worker_restarts": float(self.budget.used),
         }

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -61,19 +61,35 @@ def worker_seeds(seed: int, index: int, envs_per_worker: int, seed_offset: int =
     )
 
 
-def may_restart(cfg: RunnerConfig, restarts: int) -> bool:
-    """Whether the run's restart budget allows one more worker restart."""
-    return cfg.restart_failed_workers and restarts < cfg.max_worker_restarts
+class RestartBudget:
+    """How many failed workers a run may still replace: at most ``runner.max_worker_restarts``
+    over the whole run (the count carries over a resume), none with
+    ``runner.restart_failed_workers`` off. Every process runner draws on one."""
 
+    def __init__(self, cfg: RunnerConfig) -> None:
+        self.cfg = cfg
+        self.used = 0
+        """Restarts spent so far in the run (``sys/worker_restarts``)."""
 
-def announce_restart(what: str, restart: int, cfg: RunnerConfig, cause: object) -> None:
-    """The one stderr line every process runner prints when it restarts a worker."""
-    print(
-        f"rlperf: restarting {what} (restart {restart} of at most "
-        f"{cfg.max_worker_restarts}) after: {cause}",
-        file=sys.stderr,
-        flush=True,
-    )
+    def take(self, what: str, cause: object) -> bool:
+        """Spend one restart on ``what`` and say so on stderr; False when none is left."""
+        cfg = self.cfg
+        if not (cfg.restart_failed_workers and self.used < cfg.max_worker_restarts):
+            return False
+        self.used += 1
+        print(
+            f"rlperf: restarting {what} (restart {self.used} of at most "
+            f"{cfg.max_worker_restarts}) after: {cause}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return True
+
+    def state_dict(self) -> dict[str, int]:
+        return {"worker_restarts": self.used}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.used = int(state.get("worker_restarts", 0))  # absent in older checkpoints
 
 
 def worker_timeout(cfg: RunnerConfig) -> float:
@@ -124,7 +140,7 @@ class Supervisor:
         """What the timeout error says nobody sent, e.g. "no rollout from any of 2 actors"."""
         self.workers: list[Worker] = []
         self.resources: dict[tuple[str, int], dict[str, Any]] = {}
-        self.restarts = 0
+        self.budget = RestartBudget(cfg)
         self._start_message: Callable[[], tuple] | None = None
         self._ctx = torch_mp.get_context("spawn")
 
@@ -189,13 +205,10 @@ class Supervisor:
     def fail(self, worker: Worker, cause: str, worker_traceback: str | None = None) -> None:
         """Restart a failed worker or raise the runner's error."""
         error = self.make_error(f"{self.describe(worker)} {cause}", worker, worker_traceback)
-        cfg = self.cfg
-        if self.respawn is None or not may_restart(cfg, self.restarts):
+        if self.respawn is None or not self.budget.take(self.describe(worker), cause):
             raise error
-        self.restarts += 1
-        announce_restart(self.describe(worker), self.restarts, cfg, cause)
         self._stop(worker)
-        self.respawn(worker, self.restarts)
+        self.respawn(worker, self.budget.used)
 
     def drain(self, worker: Worker) -> None:
         """Handle every message waiting on ``worker``'s pipe."""
@@ -285,10 +298,10 @@ class SupervisedRunner:
         return self.workers.process_resources()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"envs": None, "worker_restarts": self.workers.restarts}
+        return {"envs": None, **self.workers.budget.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.workers.restarts = int(state.get("worker_restarts", 0))
+        self.workers.budget.load_state_dict(state)
 
     def close(self) -> None:
         self.workers.close()
