@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from rlperf.arguments import ArgumentParser
-from rlperf.core.errors import CheckpointError, ConfigError, UserInputError
+from rlperf.core.errors import ConfigError, UserInputError
 
 VIDEO_FORMATS = (".mp4", ".gif")
 ATARI_FPS = 60
@@ -58,34 +58,21 @@ def load_agent(run_dir: Path, cfg: Any, checkpoint: Path | None, obs_shape: tupl
                num_actions: int) -> Agent:  # fmt: skip
     """The acting rule of ``checkpoint`` (default: the run's latest) for ``cfg.algo``."""
     from rlperf.algos.dqn import QNetwork
-    from rlperf.core.checkpoint import load_checkpoint
+    from rlperf.core.checkpoint import load_policy
     from rlperf.models.catalog import build_model
     from rlperf.registry import ALGORITHMS, acting_policy
 
     if cfg.algo not in ALGORITHMS:
         raise ConfigError(f"run uses algorithm {cfg.algo!r}; enjoy plays {', '.join(ALGORITHMS)}")
-    source = Path(checkpoint) if checkpoint is not None else run_dir
-    if checkpoint is not None and not source.exists():
-        raise CheckpointError(f"checkpoint {source} does not exist; see {run_dir / 'checkpoints'}")
-    state = load_checkpoint(source)
-    weights = (state.get("algorithm") or {}).get("policy")
-    if not isinstance(weights, dict):
-        raise CheckpointError(
-            f"checkpoint {state['_checkpoint_path']} holds no policy weights (algorithm.policy)"
-        )
     if cfg.algo == "dqn":
         network: torch.nn.Module = QNetwork.from_actor_critic(
             build_model(cfg.model, obs_shape, num_actions)
         )
     else:
         network = acting_policy(cfg, obs_shape, num_actions)
-    try:
-        network.load_state_dict(weights)
-    except RuntimeError as exc:
-        raise CheckpointError(
-            f"checkpoint {state['_checkpoint_path']} does not match the run's {cfg.algo} network "
-            f"({cfg.model.name}): {str(exc).splitlines()[0]}"
-        ) from None
+    state = load_policy(
+        network, run_dir, checkpoint, f"the run's {cfg.algo} network ({cfg.model.name})"
+    )
     network.eval()
     generator = torch.Generator().manual_seed(cfg.seed)
 

@@ -238,3 +238,28 @@ def _previous_hint(ckpt: Path) -> str:
     if previous:
         return f"; the previous checkpoint {previous[-1]} can be used with --checkpoint"
     return ""
+
+
+def load_policy(
+    module: torch.nn.Module, run_dir: Path, checkpoint: Path | None, network: str
+) -> dict[str, Any]:
+    """Load the policy weights (``algorithm.policy``) of ``checkpoint`` (default: the latest
+    of ``run_dir``) into ``module`` and return the whole checkpoint state. ``network`` names
+    the module in the one-line error raised when the weights do not fit it."""
+    source = Path(checkpoint) if checkpoint is not None else run_dir
+    if checkpoint is not None and not source.exists():
+        raise CheckpointError(f"checkpoint {source} does not exist; see {run_dir / 'checkpoints'}")
+    state = load_checkpoint(source)
+    weights = (state.get("algorithm") or {}).get("policy")
+    if not isinstance(weights, dict):
+        raise CheckpointError(
+            f"checkpoint {state['_checkpoint_path']} holds no policy weights (algorithm.policy)"
+        )
+    try:
+        module.load_state_dict(weights)
+    except RuntimeError as exc:
+        raise CheckpointError(
+            f"checkpoint {state['_checkpoint_path']} does not match {network}: "
+            f"{str(exc).splitlines()[0]}"
+        ) from None
+    return state

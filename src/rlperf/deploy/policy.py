@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from rlperf.config.schema import RunConfig
-from rlperf.core.errors import CheckpointError, UserInputError
+from rlperf.core.errors import UserInputError
 from rlperf.models.policy import ActorCritic, network_input
 
 CONFIG_FILE = "config.yaml"
@@ -106,29 +106,14 @@ def load_run_policy(run_dir: Path, checkpoint: Path | None = None) -> RunPolicy:
     Raises :class:`UserInputError` (one line) for a missing run directory or checkpoint.
     """
     from rlperf.config.load import load_config_file
-    from rlperf.core.checkpoint import load_checkpoint
+    from rlperf.core.checkpoint import load_policy
     from rlperf.models.catalog import build_model
 
     run_dir = check_run_dir(Path(run_dir))
     cfg = load_config_file(run_dir / CONFIG_FILE)
-    source = Path(checkpoint) if checkpoint is not None else run_dir
-    if checkpoint is not None and not source.exists():
-        raise CheckpointError(f"checkpoint {source} does not exist; see {run_dir / 'checkpoints'}")
-    state = load_checkpoint(source)
-    weights = (state.get("algorithm") or {}).get("policy")
-    if not isinstance(weights, dict):
-        raise CheckpointError(
-            f"checkpoint {state['_checkpoint_path']} holds no policy weights (algorithm.policy)"
-        )
     dim, obs_shape, obs_dtype, num_actions = env_spec(cfg)
     model = build_model(cfg.model, obs_shape, num_actions)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as exc:
-        raise CheckpointError(
-            f"checkpoint {state['_checkpoint_path']} does not match the run's model {cfg.model.name}: "
-            f"{str(exc).splitlines()[0]}"
-        ) from None
+    state = load_policy(model, run_dir, checkpoint, f"the run's model {cfg.model.name}")
     return RunPolicy(
         run_dir=run_dir,
         cfg=cfg,
