@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import torch
 
+from rlperf.config.schema import RunnerConfig
+from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm, GradientStep
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
@@ -54,3 +56,15 @@ class Runner(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+class LocalLearner:
+    """The gradient step of every runner whose learner lives in the training process:
+    :class:`LocalGradientStep` on ``learner_device`` at ``cfg.precision`` (data-parallel
+    learners and Hogwild's shared optimizer bring their own)."""
+
+    cfg: RunnerConfig
+    learner_device: torch.device
+
+    def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
+        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)

@@ -26,13 +26,13 @@ import torch
 from rlperf.config.schema import RunnerConfig
 from rlperf.core.devices import resolve_device
 from rlperf.core.errors import ActorError
-from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor import ActorSetup, RolloutReport, actor_main
 from rlperf.runners.actor_stats import ActorStats
+from rlperf.runners.base import LocalLearner
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.shared_memory import (
     RolloutSlots,
@@ -57,7 +57,7 @@ def _actor_error(message: str, actor: Worker | None, worker_traceback: str | Non
     return ActorError(message, worker_index=index, worker_traceback=worker_traceback)
 
 
-class DecoupledRunner(SupervisedRunner):
+class DecoupledRunner(LocalLearner, SupervisedRunner):
     """Actors and learner in separate processes, overlapping, with bounded policy lag."""
 
     name = "decoupled"
@@ -163,9 +163,6 @@ class DecoupledRunner(SupervisedRunner):
         self.workers.send(self.workers.workers[slot // self.cfg.slots_per_actor], ("free", slot))
 
     # ------------------------------------------------------------------ Runner
-
-    def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
-        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
 
     def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
         if not self.workers.started:

@@ -17,16 +17,16 @@ import torch
 from rlperf.config.schema import RunnerConfig
 from rlperf.core.devices import resolve_device
 from rlperf.core.errors import WorkerError
-from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
+from rlperf.runners.base import LocalLearner
 from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.timers import PhaseTimer
 
 
-class InProcRunner:
+class InProcRunner(LocalLearner):
     """Steps a vector env and learns in turns, keeping the rollout in preallocated tensors.
 
     The vector env may step its games in this process (SyncVectorEnv), in a C++ thread pool
@@ -77,9 +77,6 @@ class InProcRunner:
         rollout = Rollout.allocate(T, N, space.shape, obs_dtype, device=dev, pin_memory=pin)
         rollout.next_obs_N = self.collector.next_obs_N  # the collector's, updated in place
         self.rollout = rollout
-
-    def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
-        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
 
     def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
         return self.rollout, self.collector.collect(self.rollout, timer)

@@ -48,12 +48,12 @@ import torch
 from rlperf.config.schema import RunnerConfig
 from rlperf.core.devices import resolve_device
 from rlperf.core.errors import ActorError
-from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor_stats import ActorStats
+from rlperf.runners.base import LocalLearner
 from rlperf.runners.decoupled import learner_threads
 from rlperf.runners.env_slice import EnvSliceFactory
 from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
@@ -89,7 +89,7 @@ class _Actor:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class RayRunner:
+class RayRunner(LocalLearner):
     """Rollout actors on Ray; the learner in this process; synchronous or bounded-lag."""
 
     name = "ray"
@@ -268,9 +268,6 @@ class RayRunner:
         return actor, result
 
     # ------------------------------------------------------------------ Runner
-
-    def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
-        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
 
     def collect(self, timer: PhaseTimer) -> tuple[Rollout, list[EpisodeEnd]]:
         if not self._started:
