@@ -36,8 +36,10 @@ browser:
 demo: $(STAMP)
 	$(VENV)/bin/rlperf study quick
 
+# One pytest worker per core; a folder whose tests share fixtures stays on one worker
+# (tests/conftest.py). `$(VENV)/bin/python -m pytest -q` runs them one after the other.
 test: $(STAMP) browser
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadgroup
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -16,6 +16,22 @@ os.environ.setdefault("CI", "1")
 os.environ.setdefault("RLPERF_CACHE_DIR", tempfile.mkdtemp(prefix="rlperf-test-cache-"))
 
 
+TESTS = Path(__file__).resolve().parent
+SHARED_DIRS = frozenset({"deploy", "report", "ray"})
+"""Folders whose modules share fixtures wider than one module (the deploy exports, the
+report's sweep, Ray's local cluster)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for ``pytest -n N --dist loadgroup`` (make test): the modules of a SHARED_DIRS
+    folder stay on one worker, and every other module is a group of its own, so no fixture
+    is built twice."""
+    for item in items:
+        parts = Path(item.path).relative_to(TESTS).parts
+        group = parts[0] if parts[0] in SHARED_DIRS else "/".join(parts)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
