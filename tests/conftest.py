@@ -32,6 +32,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
 
 
+def shm_segments_of(pids: set[int]) -> set[str]:
+    """The /dev/shm entries that processes ``pids`` created and left: rlperf's segments and
+    torch's carry their creator's pid (``rlperf_<pid>_...``, ``torch_<pid>_...``), so tests
+    running beside each other never count each other's."""
+    prefixes = tuple(f"{kind}_{pid}_" for kind in ("rlperf", "torch") for pid in pids)
+    return {p.name for p in Path("/dev/shm").iterdir() if p.name.startswith(prefixes)}
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 

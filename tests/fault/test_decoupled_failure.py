@@ -9,13 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import read_metrics, start_training, wait_for_iterations
-
-
-def _shm_entries() -> set[str]:
-    # ours (rlperf*), torch's (torch_*) and multiprocessing's (psm_*)
-    prefixes = ("rlperf", "torch", "psm_")
-    return {p.name for p in Path("/dev/shm").iterdir() if p.name.startswith(prefixes)}
+from tests.conftest import read_metrics, shm_segments_of, start_training, wait_for_iterations
 
 
 def _actor_pids(run_dir: Path) -> list[int]:
@@ -52,7 +46,6 @@ def _start(runs_root: Path, name: str, *extra: str):
 
 
 def test_sigkilled_actor_is_restarted_and_the_run_finishes(runs_root):
-    shm_before = _shm_entries()
     run_dir = runs_root / "restart"
     proc = _start(runs_root, "restart", "-i", "400", "runner.max_worker_restarts=2")
     wait_for_iterations(proc, run_dir, 3)
@@ -68,11 +61,10 @@ def test_sigkilled_actor_is_restarted_and_the_run_finishes(runs_root):
     assert rows[-1]["sys/worker_restarts"] == 1 and rows[-1]["sys/live_workers"] == 2
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
     assert not _spawned_children()
-    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
+    assert not shm_segments_of({proc.pid, *actors, *_actor_pids(run_dir)})  # nothing left
 
 
 def test_sigkilled_actor_stops_the_run_cleanly_with_a_checkpoint(runs_root):
-    shm_before = _shm_entries()
     run_dir = runs_root / "kill"
     proc = _start(
         runs_root,
@@ -95,11 +87,10 @@ def test_sigkilled_actor_stops_the_run_cleanly_with_a_checkpoint(runs_root):
     done = read_metrics(run_dir)[-1]["iteration"]
     assert (run_dir / "checkpoints" / "latest").read_text().startswith(f"ckpt_{done:08d}_")
     assert not _spawned_children()
-    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
+    assert not shm_segments_of({proc.pid, *actors, *_actor_pids(run_dir)})  # nothing left
 
 
 def test_sigkilled_learner_leaves_no_actor_behind(runs_root):
-    shm_before = _shm_entries()
     run_dir = runs_root / "learner"
     proc = _start(runs_root, "learner", "stop.total_timesteps=100000000")
     wait_for_iterations(proc, run_dir, 3)
@@ -111,4 +102,4 @@ def test_sigkilled_learner_leaves_no_actor_behind(runs_root):
         time.sleep(0.1)
     alive = [pid for pid in actors if psutil.pid_exists(pid)]
     assert not [p for p in alive if psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
+    assert not shm_segments_of({proc.pid, *actors, *_actor_pids(run_dir)})  # nothing left

@@ -5,15 +5,16 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import psutil
 
-from tests.conftest import read_metrics, rlperf_subprocess, start_training, wait_for_iterations
-
-
-def _shm_entries() -> set[str]:
-    return {p.name for p in Path("/dev/shm").iterdir() if p.name.startswith("rlperf")}
+from tests.conftest import (
+    read_metrics,
+    rlperf_subprocess,
+    shm_segments_of,
+    start_training,
+    wait_for_iterations,
+)
 
 
 def _env_workers(proc: subprocess.Popen) -> list[psutil.Process]:
@@ -25,7 +26,6 @@ def _env_workers(proc: subprocess.Popen) -> list[psutil.Process]:
 
 
 def test_sigkilled_worker_is_restarted_and_the_run_finishes(runs_root):
-    shm_before = _shm_entries()
     run_dir = runs_root / "restart"
     proc = start_training(
         "--preset",
@@ -65,11 +65,10 @@ def test_sigkilled_worker_is_restarted_and_the_run_finishes(runs_root):
         for p in psutil.Process().children(recursive=True)
         if "spawn_main" in " ".join(p.cmdline())
     ]
-    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
+    assert not shm_segments_of({proc.pid, *(w.pid for w in workers)})  # nothing left
 
 
 def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(runs_root):
-    shm_before = _shm_entries()
     run_dir = runs_root / "kill"
     proc = start_training(
         "--preset",
@@ -105,7 +104,7 @@ def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(r
     assert not [
         p for p in psutil.Process().children(recursive=True) if p.pid in {w.pid for w in workers}
     ]
-    assert not _shm_entries() - shm_before  # nothing of ours left (others may come and go)
+    assert not shm_segments_of({proc.pid, *(w.pid for w in workers)})  # nothing left
 
     resumed = rlperf_subprocess(
         "train", "--resume", str(run_dir), "-i", str(done + 2), "--no-progress"
