@@ -48,9 +48,13 @@ RLPERF = [sys.executable, "-m", "rlperf"]
 GAME = ["--env", "ALE/Pong-v5"]
 PRESET = ["--preset", "atari-fast-gpu"]
 CPU_ONLY = ["runner.learner_device=cpu", "runner.actor_device=cpu"]
-# APPO with atari-fast-gpu's rollout, minibatches and learning rate (the preset sets ppo.*)
-APPO_AS_PRESET = ["appo.num_steps=32", "appo.num_minibatches=8", "appo.update_epochs=3",
+# APPO on two actor processes, with atari-fast-gpu's rollout, minibatches and learning rate
+# (the preset sets them for ppo)
+APPO_DECOUPLED = ["--algo", "appo", "--runner", "decoupled", "--num-workers", "2",
+                  "appo.num_steps=32", "appo.num_minibatches=8", "appo.update_epochs=3",
                   "appo.learning_rate=5e-4"]  # fmt: skip
+PIP_OFFLINE = ["-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade"]
+PYTEST = ["-q", "-rfE", "-p", "no:cacheprovider", "--durations=5"]
 MAX_FIGURES = 5  # with summary.json, summary.md and check.log: at most 8 files in OUT
 GRACE_S = 20.0  # after SIGINT at a step's limit, time to write the manifest before SIGKILL
 
@@ -175,25 +179,8 @@ class Check:
         wheels = sorted(WHEELS.glob("*.whl"))
         if wheels and not self.dry:
             site = self.work / "site"
-            self.run(
-                step,
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--no-index",
-                    "--no-deps",
-                    "--no-compile",
-                    "--no-cache-dir",
-                    "--upgrade",
-                    "--target",
-                    str(site),
-                    *map(str, wheels),
-                ],
-                self.budgets.setup,
-            )
+            pip = [sys.executable, "-m", "pip", "install", *PIP_OFFLINE, "--target"]
+            self.run(step, [*pip, str(site), *map(str, wheels)], self.budgets.setup)
             self._python_path(site)
             step.figures["wheels"] = [w.name for w in wheels]
         done = self.run(step, [sys.executable, "benchmarks/gpu/machine_info.py"], 60)
@@ -202,64 +189,32 @@ class Check:
 
     def cuda_tests(self) -> None:
         step = self.step("cuda_tests")
-        done = self.run(
-            step,
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-rfE",
-                "-p",
-                "no:cacheprovider",
-                "--durations=5",
-                "tests/cuda",
-            ],
-            self.budgets.cuda_tests,
-        )
+        pytest = [sys.executable, "-m", "pytest", *PYTEST, "tests/cuda"]
+        done = self.run(step, pytest, self.budgets.cuda_tests)
         step.figures.update(_pytest_counts(done.stdout))
 
     def env_ceiling(self) -> None:
         step = self.step("env_ceiling")
-        seconds = str(self.budgets.env_seconds)
+        script = [sys.executable, "benchmarks/gpu/env_ceiling.py"]
+        timing = ["--seconds", str(self.budgets.env_seconds), "--repeats", "3", "--"]
         done = self.run(
             step,
-            [
-                sys.executable,
-                "benchmarks/gpu/env_ceiling.py",
-                "--seconds",
-                seconds,
-                "--repeats",
-                "3",
-                "--",
-                *PRESET,
-                *GAME,
-                *self.train_args(),
-            ],
+            [*script, *timing, *PRESET, *GAME, *self.train_args()],
             60 + 3 * self.budgets.env_seconds,
         )
         step.figures.update(_last_json(done.stdout))
 
+    def train_command(self, name: str, *keys: str, seed: int = 1) -> list[str]:
+        """``rlperf train`` with atari-fast-gpu on Pong and ``keys``, its run directory
+        ``name`` under this check's runs."""
+        return [*RLPERF, "train", *PRESET, *GAME, "--seed", str(seed), "--no-progress", *keys,
+                *self.train_args(), "--runs-root", str(self.work / "runs"), "-s", name]  # fmt: skip
+
     def train(self) -> None:
         step = self.step("train")
-        runs = self.work / "runs"
-        argv = [
-            *RLPERF,
-            "train",
-            *PRESET,
-            *GAME,
-            "--seed",
-            "1",
-            "--no-progress",
-            f"stop.wall_time_s={self.budgets.train_s:g}",
-            *self.train_args(),
-            "--runs-root",
-            str(runs),
-            "-s",
-            "train",
-        ]
-        self.run(step, argv, self.budgets.train_s + 90)
-        step.figures.update(run_figures(runs / "train"))
+        seconds = self.budgets.train_s
+        self.run(step, self.train_command("train", f"stop.wall_time_s={seconds:g}"), seconds + 90)
+        step.figures.update(run_figures(self.work / "runs" / "train"))
         ceiling = self.figure("env_ceiling", "steps_per_s")
         if ceiling and step.figures.get("sps_median"):
             step.figures["share_of_env_ceiling"] = step.figures["sps_median"] / ceiling
@@ -268,15 +223,11 @@ class Check:
         """Step 4b: the same game, envs and minibatches with acting overlapped with learning
         (APPO, V-trace, two actor processes acting on the GPU), beside step 4's PPO."""
         step = self.step("overlap")
-        runs = self.work / "runs"
+        seconds = self.budgets.overlap_s
         actor = "cpu" if self.dry else "cuda"
-        argv = [*RLPERF, "train", *PRESET, *GAME, "--seed", "1", "--no-progress",
-                "--algo", "appo", "--runner", "decoupled", "--num-workers", "2",
-                *APPO_AS_PRESET, f"runner.actor_device={actor}",
-                f"stop.wall_time_s={self.budgets.overlap_s:g}", *self.train_args(),
-                "--runs-root", str(runs), "-s", "overlap"]  # fmt: skip
-        self.run(step, argv, self.budgets.overlap_s + 90)
-        step.figures.update(run_figures(runs / "overlap"))
+        keys = [*APPO_DECOUPLED, f"runner.actor_device={actor}", f"stop.wall_time_s={seconds:g}"]
+        self.run(step, self.train_command("overlap", *keys), seconds + 90)
+        step.figures.update(run_figures(self.work / "runs" / "overlap"))
         ppo = self.figure("train", "sps_median")
         if ppo and step.figures.get("sps_median"):
             step.figures["sps_vs_ppo"] = step.figures["sps_median"] / ppo
@@ -328,27 +279,13 @@ class Check:
 
     def pong(self) -> None:
         step = self.step("pong")
-        runs = self.work / "pong"
+        runs = self.work / "runs"
         seeds: dict[str, Any] = {}
         step.figures["seeds"] = seeds
         target = "-20" if self.dry else "17"
         for seed in (1, 2, 3):
             name = f"seed{seed}"
-            argv = [
-                *RLPERF,
-                "train",
-                *PRESET,
-                *GAME,
-                "--seed",
-                str(seed),
-                f"stop.target_reward={target}",
-                *self.train_args(),
-                "--no-progress",
-                "--runs-root",
-                str(runs),
-                "-s",
-                name,
-            ]
+            argv = self.train_command(name, f"stop.target_reward={target}", seed=seed)
             before, status = step.seconds, step.status
             self.run(step, argv, self.budgets.pong_cap)
             figures = run_figures(runs / name)
