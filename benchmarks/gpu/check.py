@@ -5,7 +5,7 @@ and tested beforehand (``--dry-run`` runs every step on a CPU with tiny budgets)
 returns everything in one go. Each step is a child process under its own time limit: a step
 that fails or runs out of time is recorded as such and the next one still runs.
 
-``check.sh OUT`` (about 5 minutes):
+``check.sh OUT`` (about 6-7 minutes):
   1. ``setup``: install the carried wheels (``scripts/gpu_wheels.sh``); versions, GPU,
      driver, CPU, and the cost of one device synchronisation;
   2. ``cuda_tests``: ``tests/cuda`` (skips without CUDA, passes with it);
@@ -13,7 +13,8 @@ that fails or runs out of time is recorded as such and the next one still runs.
   4. ``train``: PPO with ``atari-fast-gpu`` for ``--train-seconds``: SPS (and its share of
      the ceiling), the phase split, NVML utilisation, memory, power and energy;
      ``overlap``: the same with acting overlapped with learning (APPO, decoupled actors on
-     the GPU) for 30 s, its SPS as a ratio to PPO's;
+     the GPU) for 30 s, and ``compiled``: the same PPO with ``runner.compile`` for 30 s,
+     each one's SPS as a ratio to step 4's;
   6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
      ``--placement-seconds`` each, then ``rlperf report`` on them.
 ``check.sh --pong OUT`` (at most 3 x ``--pong-cap`` seconds):
@@ -228,6 +229,21 @@ class Check:
         keys = [*APPO_DECOUPLED, f"runner.actor_device={actor}", f"stop.wall_time_s={seconds:g}"]
         self.run(step, self.train_command("overlap", *keys), seconds + 90)
         step.figures.update(run_figures(self.work / "runs" / "overlap"))
+        ppo = self.figure("train", "sps_median")
+        if ppo and step.figures.get("sps_median"):
+            step.figures["sps_vs_ppo"] = step.figures["sps_median"] / ppo
+
+    def compiled(self) -> None:
+        """Step 4c: step 4 with ``runner.compile`` (torch.compile'd network; the first
+        iterations pay the compilation and are left out as warm-up), beside step 4's PPO.
+        Dry, without compiling: compiling on a small CPU takes longer than the whole dry run
+        (tests/smoke/test_compile.py tests it)."""
+        step = self.step("compiled")
+        seconds = self.budgets.overlap_s
+        compile_key = f"runner.compile={'false' if self.dry else 'true'}"
+        keys = [compile_key, f"stop.wall_time_s={seconds:g}"]
+        self.run(step, self.train_command("compiled", *keys), seconds + 120)
+        step.figures.update(run_figures(self.work / "runs" / "compiled"))
         ppo = self.figure("train", "sps_median")
         if ppo and step.figures.get("sps_median"):
             step.figures["sps_vs_ppo"] = step.figures["sps_median"] / ppo
@@ -474,7 +490,7 @@ def _headline(step: dict[str, Any]) -> str:
             f"{_fmt(gpu.get('power_w'))} W, {_fmt(gpu.get('joules_per_iteration'))} J/iteration; "
             f"precision {f.get('precision')}"
         )
-    if name == "overlap":
+    if name in ("overlap", "compiled"):
         return (
             f"SPS {_fmt(f.get('sps_median'))} ({_fmt(f.get('sps_vs_ppo'))} x step 4's PPO), "
             + ", ".join(f"{p} {_fmt(v)}" for p, v in (f.get("phase_share") or {}).items())
@@ -552,7 +568,7 @@ def main() -> int:
     if args.pong:
         check.guarded(check.pong, "pong")
     else:
-        for name in ("cuda_tests", "env_ceiling", "train", "overlap", "placements"):
+        for name in ("cuda_tests", "env_ceiling", "train", "overlap", "compiled", "placements"):
             check.guarded(getattr(check, name), name)
     print((args.out / "summary.md").read_text())
     return 0

@@ -35,7 +35,9 @@ def _dry_run(out: Path, *flags: str) -> dict:
 def test_main_steps_run_and_report_their_figures(tmp_path):
     summary = _dry_run(tmp_path / "out")
     steps = {s["name"]: s for s in summary["steps"]}
-    assert list(steps) == ["setup", "cuda_tests", "env_ceiling", "train", "overlap", "placements"]
+    assert list(steps) == [
+        "setup", "cuda_tests", "env_ceiling", "train", "overlap", "compiled", "placements"
+    ]  # fmt: skip
     assert all(s["status"] == "ok" for s in steps.values()), steps
     assert summary["machine"]["cores"] >= 1 and summary["machine"]["torch"]
     assert steps["cuda_tests"]["figures"].get("skipped", 0) > 0  # no CUDA here: skipped
@@ -46,6 +48,7 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     assert sum(phases) == pytest.approx(1.0, abs=0.01)  # the phases add up to the wall time
     overlap = steps["overlap"]["figures"]
     assert overlap["status"] == "completed" and overlap["sps_vs_ppo"] > 0
+    assert steps["compiled"]["figures"]["sps_vs_ppo"] > 0
     points = steps["placements"]["figures"]["points"]
     assert points["Exp1-cpu_only"]["status"] == "completed"
     assert points["Exp1-cpu_only"]["iterations"] >= 1
