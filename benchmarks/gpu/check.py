@@ -68,13 +68,13 @@ class Budgets:
     cuda_tests: float = 150
     env_seconds: float = 3.0
     train_s: float = 60
-    overlap_s: float = 30
+    variant_s: float = 30
     placement_s: float = 30
     pong_cap: float = 130
 
     @classmethod
     def dry(cls) -> Budgets:
-        return cls(env_seconds=0.3, train_s=4, overlap_s=4, placement_s=3, pong_cap=12)
+        return cls(env_seconds=0.3, train_s=4, variant_s=4, placement_s=3, pong_cap=12)
 
 
 @dataclass
@@ -216,37 +216,36 @@ class Check:
         seconds = self.budgets.train_s
         self.run(step, self.train_command("train", f"stop.wall_time_s={seconds:g}"), seconds + 90)
         step.figures.update(run_figures(self.work / "runs" / "train"))
-        ceiling = self.figure("env_ceiling", "steps_per_s")
-        if ceiling and step.figures.get("sps_median"):
-            step.figures["share_of_env_ceiling"] = step.figures["sps_median"] / ceiling
+        self.sps_ratio(step, "share_of_env_ceiling", "env_ceiling", "steps_per_s")
 
     def overlap(self) -> None:
         """Step 4b: the same game, envs and minibatches with acting overlapped with learning
         (APPO, V-trace, two actor processes acting on the GPU), beside step 4's PPO."""
-        step = self.step("overlap")
-        seconds = self.budgets.overlap_s
         actor = "cpu" if self.dry else "cuda"
-        keys = [*APPO_DECOUPLED, f"runner.actor_device={actor}", f"stop.wall_time_s={seconds:g}"]
-        self.run(step, self.train_command("overlap", *keys), seconds + 90)
-        step.figures.update(run_figures(self.work / "runs" / "overlap"))
-        ppo = self.figure("train", "sps_median")
-        if ppo and step.figures.get("sps_median"):
-            step.figures["sps_vs_ppo"] = step.figures["sps_median"] / ppo
+        self.beside_ppo("overlap", [*APPO_DECOUPLED, f"runner.actor_device={actor}"], 90)
 
     def compiled(self) -> None:
         """Step 4c: step 4 with ``runner.compile`` (torch.compile'd network; the first
         iterations pay the compilation and are left out as warm-up), beside step 4's PPO.
         Dry, without compiling: compiling on a small CPU takes longer than the whole dry run
         (tests/smoke/test_compile.py tests it)."""
-        step = self.step("compiled")
-        seconds = self.budgets.overlap_s
-        compile_key = f"runner.compile={'false' if self.dry else 'true'}"
-        keys = [compile_key, f"stop.wall_time_s={seconds:g}"]
-        self.run(step, self.train_command("compiled", *keys), seconds + 120)
-        step.figures.update(run_figures(self.work / "runs" / "compiled"))
-        ppo = self.figure("train", "sps_median")
-        if ppo and step.figures.get("sps_median"):
-            step.figures["sps_vs_ppo"] = step.figures["sps_median"] / ppo
+        self.beside_ppo("compiled", [f"runner.compile={'false' if self.dry else 'true'}"], 120)
+
+    def beside_ppo(self, name: str, keys: list[str], grace: float) -> None:
+        """A variant of step 4 trained for ``budgets.variant_s`` seconds (``grace`` more for
+        its start): its figures, and its SPS as a ratio to step 4's."""
+        step = self.step(name)
+        seconds = self.budgets.variant_s
+        argv = self.train_command(name, *keys, f"stop.wall_time_s={seconds:g}")
+        self.run(step, argv, seconds + grace)
+        step.figures.update(run_figures(self.work / "runs" / name))
+        self.sps_ratio(step, "sps_vs_ppo", "train", "sps_median")
+
+    def sps_ratio(self, step: Step, key: str, other_step: str, other_key: str) -> None:
+        """``step``'s median SPS divided by another step's figure, when both exist."""
+        other = self.figure(other_step, other_key)
+        if other and step.figures.get("sps_median"):
+            step.figures[key] = step.figures["sps_median"] / other
 
     def placements(self) -> None:
         step = self.step("placements")

@@ -203,17 +203,17 @@ def summarise(run: RunData) -> RunSummary:
     s.proc_cpu_percent = _mean([_num(r.get("sys/proc_cpu_percent")) for r in rows])
     s.ram_percent = _mean([_num(r.get("sys/ram_percent")) for r in rows])
     s.rss_mb = _mean([_num(r.get("sys/proc_rss_mb")) for r in rows])
+    by_kind = {
+        "util_percent": s.gpu_util,
+        "mem_percent": s.gpu_mem,
+        "mem_mb": s.gpu_mem_mb,
+        "power_w": s.gpu_power_w,
+    }
     for key in sorted({k for r in rows for k in r if _GPU_KEY.match(k)}):
         m = _GPU_KEY.match(key)
         assert m is not None
         value = _mean([_num(r.get(key)) for r in rows])
         if value is not None:
-            by_kind = {
-                "util_percent": s.gpu_util,
-                "mem_percent": s.gpu_mem,
-                "mem_mb": s.gpu_mem_mb,
-                "power_w": s.gpu_power_w,
-            }
             by_kind[m.group(2)][int(m.group(1))] = value
     s.energy_j_per_mframes = _joules_per_mframes(rows, ["energy/joules"], s.frameskip)
     gpu_keys = sorted({k for r in rows for k in r if _GPU_ENERGY_KEY.match(k)})
