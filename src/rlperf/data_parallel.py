@@ -11,7 +11,6 @@ learner; Ctrl-C in a terminal reaches them all directly, so the launcher ignores
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import signal
 import sys
@@ -24,7 +23,7 @@ from typing import Any, Protocol
 import torch
 import torch.multiprocessing as torch_mp
 
-from rlperf.config.schema import RunConfig
+from rlperf.config.schema import RunConfig, freeze, thawed_copy
 from rlperf.core import distributed
 from rlperf.core.errors import UserInputError
 from rlperf.core.protocols import Algorithm
@@ -52,12 +51,12 @@ PEER_EXIT_GRACE_S = 10.0
 def rank_config(cfg: RunConfig, rank: int) -> RunConfig:
     """The config learner ``rank`` builds its envs, runner and algorithm from: its own env
     seeds (after every lower rank's envs) and, on CUDA, its own GPU."""
-    local = copy.deepcopy(cfg)
+    local = thawed_copy(cfg)
     local.seed = cfg.seed + rank * cfg.env.num_envs
     for key in ("learner_device", "actor_device"):
         if getattr(cfg.runner, key).startswith("cuda"):
             setattr(local.runner, key, f"cuda:{rank}")
-    return local
+    return freeze(local)
 
 
 def make_gradient_step(algo: Algorithm, runner: Runner, cfg: RunConfig) -> Any:

@@ -175,7 +175,7 @@ def play(
     """
     from rlperf.config.load import load_config_file
     from rlperf.deploy.policy import CONFIG_FILE, resolve_policy_source
-    from rlperf.envs.make import is_atari, make_env
+    from rlperf.envs.make import is_atari, make_env, validate_env_id
     from rlperf.envs.montezuma import MontezumaEnv, is_montezuma
     from rlperf.registry import resolve_dim
 
@@ -183,6 +183,7 @@ def play(
         raise UserInputError(f"--episodes must be >= 1, got {episodes}")
     run_dir = resolve_policy_source(str(run_dir))
     cfg = load_config_file(run_dir / CONFIG_FILE)
+    validate_env_id(cfg.env.id)
     atari = is_atari(cfg.env.id)
     if video is not None and not atari:
         raise UserInputError(f"video recording needs an Atari game; {cfg.env.id} has no screen")

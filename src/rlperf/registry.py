@@ -19,6 +19,7 @@ import torch
 from rlperf.algos.a3c import A3C
 from rlperf.algos.appo import APPO
 from rlperf.algos.dqn import DQN, QNetwork
+from rlperf.algos.facts import ALGORITHM_FACTS
 from rlperf.algos.impala import IMPALA
 from rlperf.algos.ppo import PPO
 from rlperf.algos.rnd import RND, check_rnd_config
@@ -31,12 +32,7 @@ from rlperf.models.catalog import AUTO, MODELS, build_model, resolve_model_name
 from rlperf.models.policy import ActorCritic
 from rlperf.models.rnd import RNDPolicy
 from rlperf.runners.base import Runner
-from rlperf.runners.compat import (
-    RUNNER_FACTS,
-    check_compatible,
-    check_engine,
-    check_runner_options,
-)
+from rlperf.runners.compat import RUNNER_FACTS, check_engine, check_runner_options
 from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.runners.hogwild import HogwildRunner
 from rlperf.runners.inproc import InProcRunner
@@ -55,17 +51,7 @@ def _rnd_input_shape(cfg: RunConfig, policy: ActorCritic) -> tuple[int, ...]:
     return (first.in_features,)
 
 
-def _check_rnd(cfg: RunConfig) -> None:
-    """RND's values and the runners it can use, before anything is built."""
-    check_rnd_config(cfg.rnd)
-    if cfg.runner.num_learners > 1:
-        raise ConfigError(
-            "algorithm rnd keeps its normalisers in one learner; use runner.num_learners=1"
-        )
-
-
 def _rnd(cfg: RunConfig, policy: ActorCritic) -> RND:
-    _check_rnd(cfg)
     lagged = RUNNER_FACTS[cfg.runner.name].policy_lag > 0
     return RND(
         cfg.rnd,
@@ -155,15 +141,14 @@ def _ray(
 
 
 def _transition_args(cfg: RunConfig, spaces: EnvSpaces) -> dict[str, Any]:
-    """What the transitions runners need beyond the algorithm: the replay's frame layout,
-    frames per env step (for FPS) and the step budget (for Progress)."""
+    """What the transitions runners need beyond the algorithm: the replay's frame layout and
+    frames per env step (for FPS)."""
     atari = is_atari(cfg.env.id)
     return {
         "num_envs": cfg.env.num_envs,
         "obs_space": spaces.observation,
         "frame_stack": cfg.env.frame_stack if atari else 1,
         "frames_per_step": cfg.env.mean_frameskip if atari else 1,
-        "budget": (cfg.stop.total_timesteps, cfg.stop.iterations),
         "seed": cfg.seed,
     }
 
@@ -209,10 +194,15 @@ def _check_name(kind: str, name: str, valid: list[str]) -> None:
         raise ConfigError(f"unknown {kind} {name!r}{hint}; valid: {', '.join(valid)}")
 
 
+def resolved_model_name(cfg: RunConfig) -> str:
+    """The model ``cfg`` builds, by its canonical name (``auto`` decided by the env)."""
+    name = default_model(cfg.env.id) if cfg.model.name == AUTO else cfg.model.name
+    return resolve_model_name(name)
+
+
 def resolve_dim(cfg: RunConfig) -> int:
     """The Atari frame size: env.dim, else the model's designed input size, else 84."""
-    name = default_model(cfg.env.id) if cfg.model.name == AUTO else cfg.model.name
-    spec = MODELS[resolve_model_name(name)]
+    spec = MODELS[resolved_model_name(cfg)]
     if cfg.env.dim is not None and spec.kind == "conv" and spec.input_dim != cfg.env.dim:
         raise ConfigError(
             f"model {cfg.model.name} is designed for {spec.input_dim}x{spec.input_dim} inputs but env.dim is "
@@ -254,21 +244,20 @@ def default_model(env_id: str) -> str:
 
 def check_names(cfg: RunConfig) -> None:
     """Validate every name in ``cfg`` against what exists (algorithm, runner, model, env,
-    devices)."""
+    devices) and the algorithm against its runner; changes nothing."""
     check_devices(cfg)
     _check_name("algorithm", cfg.algo, list(ALGORITHMS))
     _check_name("runner", cfg.runner.name, list(RUNNERS))
     _check_name("engine", cfg.env.engine, list(ENGINES))
     check_engine(cfg.runner.name, cfg.env.engine)
     check_runner_options(cfg)
+    check_pairing(cfg)
     if cfg.algo == "rnd":
-        _check_rnd(cfg)
+        check_rnd_config(cfg.rnd)
     check_ray_config(cfg.runner)
     validate_env_id(cfg.env.id)
-    if cfg.model.name == AUTO:
-        cfg.model.name = default_model(cfg.env.id)
-    cfg.model.name = resolve_model_name(cfg.model.name)
-    spec = MODELS[cfg.model.name]
+    model = resolved_model_name(cfg)
+    spec = MODELS[model]
     if cfg.env.engine != "gymnasium" and not is_atari(cfg.env.id):
         raise ConfigError(
             f"engine {cfg.env.engine} runs Atari games only; {cfg.env.id} needs engine gymnasium"
@@ -279,9 +268,32 @@ def check_names(cfg: RunConfig) -> None:
         )
     if not is_atari(cfg.env.id) and spec.kind != "mlp":
         raise ConfigError(
-            f"model {cfg.model.name} needs Atari images; {cfg.env.id} has feature observations: use --model mlp"
+            f"model {model} needs Atari images; {cfg.env.id} has feature observations: use --model mlp"
         )
     resolve_dim(cfg)
+
+
+def check_pairing(cfg: RunConfig) -> None:
+    """Raise ConfigError when ``cfg.runner`` cannot feed ``cfg.algo`` (read from both facts
+    tables, before anything is built)."""
+    algo, runner = ALGORITHM_FACTS[cfg.algo], RUNNER_FACTS[cfg.runner.name]
+    if algo.data_kind not in runner.data_kinds:
+        raise ConfigError(
+            f"runner {cfg.runner.name} produces {', '.join(sorted(runner.data_kinds))} data but "
+            f"algorithm {cfg.algo} needs {algo.data_kind}"
+        )
+    bound = algo.policy_lag_bound(cfg)
+    if runner.policy_lag > bound:
+        raise ConfigError(
+            f"runner {cfg.runner.name} acts with a policy up to {runner.policy_lag} updates old; "
+            f"algorithm {cfg.algo} tolerates {bound} (use an algorithm that corrects for lag, "
+            "e.g. with V-trace)"
+        )
+    if cfg.runner.num_learners > 1 and algo.one_learner:
+        raise ConfigError(
+            f"algorithm {cfg.algo} learns in one process ({algo.one_learner}): "
+            "use runner.num_learners=1"
+        )
 
 
 def learner_batch_size(cfg: RunConfig) -> int:
@@ -296,9 +308,8 @@ def learner_batch_size(cfg: RunConfig) -> int:
 
 
 def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
-    algo = ALGORITHMS[cfg.algo](cfg, policy)
-    check_compatible(cfg.algo, cfg.runner.name, algo.data_spec)
-    return algo
+    """The algorithm of a checked ``cfg`` (see ``rlperf.resolve``), learning ``policy``."""
+    return ALGORITHMS[cfg.algo](cfg, policy)
 
 
 def make_envs(cfg: RunConfig, dim: int) -> VectorEnv | None:

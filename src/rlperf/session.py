@@ -24,17 +24,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from rlperf import data_parallel, registry
+from rlperf import data_parallel, registry, resolve
 from rlperf.config.load import dump_run_config
 from rlperf.config.schema import RunConfig
-from rlperf.config.validate import validate
 from rlperf.core import distributed
-from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
-from rlperf.core.autoprecision import PrecisionChoice, choose_precision
+from rlperf.core.autoprecision import PrecisionChoice
 from rlperf.core.checkpoint import (
     atomic_write_text,
     checkpoint_name,
@@ -43,6 +40,7 @@ from rlperf.core.checkpoint import (
     save_checkpoint,
     set_aside_newer,
 )
+from rlperf.core.distributed import DataParallelGradientStep
 from rlperf.core.errors import (
     CheckpointError,
     ConfigError,
@@ -52,12 +50,12 @@ from rlperf.core.errors import (
     make_output_dir,
 )
 from rlperf.core.faults import crash_point
+from rlperf.core.learner import Learner
 from rlperf.core.nan_guard import NonFiniteError, NonFiniteGuard, batch_tensors
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.types import Progress, budget_fraction_left
 from rlperf.models.catalog import build_model
-from rlperf.telemetry import system
 from rlperf.telemetry.console import ConsoleView
 from rlperf.telemetry.episodes import EpisodeStats
 from rlperf.telemetry.manifest import run_manifest
@@ -140,33 +138,35 @@ class TrainingSession:
         progress: bool = True,
         rank: int | None = None,
     ) -> None:
-        validate(cfg)
-        registry.check_names(cfg)
-        self.cfg = cfg
+        resolve.check(cfg)
         self.run_dir = run_dir
         self.command = command
         self.rank = rank
         """This learner's rank among runner.num_learners data-parallel learners; None in a
         single-learner run (and in the process that launches the learners)."""
-        self.world_size = cfg.runner.num_learners if rank is not None else 1
         self.is_main = rank in (None, 0)
         """The process that writes the run directory (records, checkpoints, manifest)."""
-        self.progress = progress and cfg.telemetry.progress and self.is_main
         self.resume_state = load_checkpoint(resume_from) if resume_from is not None else None
-        self.exit_code = 0
-        """0 when a stop criterion ended the run; 128 + signal number when a signal did."""
-        self.precision_choice: PrecisionChoice | None = None
-        """What runner.precision=auto chose and measured (None: precision was given)."""
         if rank is None and self.resume_state is None and (run_dir / "metrics.jsonl").exists():
             raise ConfigError(
                 f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
             )
+        # The run's CPUs first: precision=auto is timed on what the run will use.
+        apply_cpu_resources(cfg.runner.cpu_affinity, cfg.runner.torch_threads)
+        resolved = resolve.resolve(cfg, announce=self.is_main)
+        self.cfg = resolved.cfg
+        """The resolved, read-only config: what runs, and what config.yaml stores."""
+        self.precision_choice: PrecisionChoice | None = resolved.precision_choice
+        """What runner.precision=auto chose and measured (None: precision was given)."""
+        self.world_size = cfg.runner.num_learners if rank is not None else 1
+        self.progress = progress and cfg.telemetry.progress and self.is_main
+        self.exit_code = 0
+        """0 when a stop criterion ended the run; 128 + signal number when a signal did."""
 
     # ------------------------------------------------------------------ building
 
     def _build(self) -> None:
         cfg = self.cfg
-        apply_cpu_resources(cfg.runner.cpu_affinity, cfg.runner.torch_threads)
         self.retained_memory = cfg.runner.retain_freed_memory and retain_freed_memory()
         seed_everything(cfg.seed)
         dim = registry.resolve_dim(cfg)
@@ -175,19 +175,20 @@ class TrainingSession:
         spaces = registry.env_spaces(local, dim, self.envs)
         obs_shape = tuple(spaces.observation.shape or ())
         policy = build_model(cfg.model, obs_shape, int(spaces.action.n))
-        if cfg.runner.precision == AUTO_PRECISION:
-            self.precision_choice = self._choose_precision(policy, spaces.observation)
         if self.rank:  # the same initial weights everywhere, then each rank its own samples
             seed_everything(local.seed)
         self.algo = registry.make_algorithm(local, policy)
         self.runner = registry.make_runner(local, self.envs, self.algo, dim, spaces)
+        self.allreduce: DataParallelGradientStep | None = None
+        """The data-parallel gradient step (None with one learner): its all-reduce is timed."""
         if self.rank is None:
             self.step = self.runner.make_gradient_step(self.algo)
         else:
-            self.step = data_parallel.make_gradient_step(self.algo, self.runner, local)
+            self.step = self.allreduce = data_parallel.make_gradient_step(
+                self.algo, self.runner, local
+            )
         self.guard = NonFiniteGuard(cfg.nan_policy)
-        # The gradient step checks every loss and gradient norm, unless the guard is off.
-        self.step.guard = None if cfg.nan_policy == "none" else self.guard  # type: ignore[attr-defined]
+        self.learner = Learner(self.algo, self.step, self.guard, self._progress_at)
         self.stats = EpisodeStats()
         self.worker_processes: list[dict[str, Any]] = []
         """What the runner's worker processes got (pids, threads, affinity), for the manifest."""
@@ -197,36 +198,6 @@ class TrainingSession:
         self.target_reached: dict[str, Any] | None = None
         if self.resume_state is not None:
             self._restore(self.resume_state)
-
-    def _choose_precision(self, policy: torch.nn.Module, space: Any) -> PrecisionChoice:
-        """Resolve runner.precision=auto by timing the learner step here (or from the cache).
-
-        The resolved values replace ``auto`` in the config, so config.yaml and a resume use
-        what was chosen; the figures go into the manifest."""
-        cfg = self.cfg
-        shape = (registry.learner_batch_size(cfg), *space.shape)
-        # A private generator: the timing must not move the run's seeded random streams.
-        gen = torch.Generator().manual_seed(0)
-        if np.dtype(space.dtype) == np.uint8:
-            obs = torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)
-        else:
-            obs = torch.randn(shape, generator=gen)
-        device = torch.device(cfg.runner.learner_device)
-        choice = choose_precision(policy, obs, device, system.cpu_fingerprint())
-        cfg.runner.precision = choice.precision
-        layout_timed = any(label.endswith("-cl") for label in choice.samples_per_s)
-        if layout_timed:  # only a network with convolutions has a layout to choose
-            cfg.runner.channels_last = choice.channels_last
-        if self.is_main:
-            figures = ", ".join(f"{k} {v:,.0f}" for k, v in choice.samples_per_s.items())
-            layout = (" channels-last" if choice.channels_last else " NCHW") if layout_timed else ""
-            print(
-                f"rlperf: precision=auto chose {choice.precision}{layout} "
-                f"(learner samples/s {figures}; {choice.source})",
-                file=sys.stderr,
-                flush=True,
-            )
-        return choice
 
     def _restore(self, state: dict[str, Any]) -> None:
         try:
@@ -274,7 +245,12 @@ class TrainingSession:
 
     # ------------------------------------------------------------------ stop criteria
 
-    def _fraction_left(self) -> float:
+    def _progress_at(self, env_steps_ahead: int) -> Progress:
+        """The run's progress with ``env_steps_ahead`` env steps of this iteration taken."""
+        env_steps = self.env_steps + env_steps_ahead
+        return Progress(self.iteration, env_steps, self._fraction_left(env_steps))
+
+    def _fraction_left(self, env_steps: int) -> float:
         """Share of the schedule's budget still ahead: ``stop.total_timesteps`` (or
         ``stop.iterations`` when no step budget is set), or the seconds of training left of
         ``stop.wall_time_s`` when ``stop.anneal_over`` names it.
@@ -285,7 +261,7 @@ class TrainingSession:
         if stop.anneal_over == "wall_time_s" and stop.wall_time_s:
             return max(1.0 - self.time_total_s / stop.wall_time_s, 0.0)
         return budget_fraction_left(
-            self.env_steps, self.iteration, stop.total_timesteps, stop.iterations
+            env_steps, self.iteration, stop.total_timesteps, stop.iterations
         )
 
     def _reward_metric(self) -> float | None:
@@ -449,8 +425,7 @@ class TrainingSession:
         view = ConsoleView(self.progress, title=f"rlperf {self.cfg.algo} on {self.cfg.env.id}")
         status, stop_reason = "running", None
         last_saved = self.iteration
-        mid_iteration = learner_touched = False
-        batch = None
+        mid_iteration = False
         every = self.cfg.checkpoint.every
         try:
             with _StopSignal() as signals:
@@ -460,25 +435,17 @@ class TrainingSession:
                 timer.lap()
                 iter_in_process = 0
                 while stop_reason is None:
-                    mid_iteration, learner_touched = True, False
+                    mid_iteration = True
+                    self.learner.begin_iteration()
                     time_before = self.time_total_s
-                    progress = Progress(self.iteration, self.env_steps, self._fraction_left())
-                    with timer.phase("sample"):
-                        batch, episodes = self.runner.collect(timer)
-                    with timer.phase("load"):
-                        batch = self.runner.load(batch)
-                    skip = self.guard.check_batch(batch)
-                    learner_touched = True  # from here a failure leaves a half-applied update
-                    with timer.phase("learn"):
-                        metrics = {} if skip else self.algo.update(batch, self.step, progress)
-                    self.guard.check_metrics(metrics)
-                    with timer.phase("update"):
-                        self.runner.sync_weights()
-                    steps = batch.num_steps * batch.num_envs * self.world_size
-                    if self.world_size > 1:
+                    # The runner drives the iteration and times its phases (runners/base.py).
+                    done = self.runner.run_iteration(self.learner, timer)
+                    episodes, metrics = done.episodes, done.metrics
+                    steps = done.env_steps * self.world_size
+                    if self.allreduce is not None:
                         with timer.phase("gather"):  # every learner's games count
                             episodes = distributed.gather_objects(episodes)
-                        timer.add("allreduce", self.step.pop_comm_seconds())  # type: ignore[attr-defined]
+                        timer.add("allreduce", self.allreduce.pop_comm_seconds())
                     self.iteration += 1
                     iter_in_process += 1
                     self.env_steps += steps
@@ -521,6 +488,7 @@ class TrainingSession:
             # into the run directory so the cause can be found.
             status, stop_reason = "failed", str(exc)
             self.exit_code = 1
+            batch = self.learner.last_batch
             dumped = self._dump_batch(batch) if main and batch is not None else None
             found = list_checkpoints(self.run_dir / "checkpoints")
             print(
@@ -538,7 +506,7 @@ class TrainingSession:
             status, stop_reason = "failed", f"worker failure: {exc}"
             self.exit_code = 1
             saved = ""
-            if main and self.iteration > last_saved and not learner_touched:
+            if main and self.iteration > last_saved and not self.learner.touched:
                 saved = f"; checkpoint {self.save_checkpoint().name} written"
             elif last_saved:
                 saved = f"; last checkpoint at iteration {last_saved}"

@@ -8,12 +8,12 @@ import torch
 from safetensors.torch import save_file
 
 from rlperf.algos.a3c import A3C, load_matching_weights
-from rlperf.config.schema import A3CConfig, ModelConfig
+from rlperf.config.schema import A3CConfig, ModelConfig, RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
-from rlperf.core.shared_optim import WorkerUpdates
-from rlperf.core.types import Progress, Rollout
+from rlperf.core.types import Progress, Rollout, WorkerUpdates
 from rlperf.models.catalog import build_model
-from rlperf.runners.compat import check_compatible
+from rlperf.registry import check_pairing
+from rlperf.runners.compat import check_runner_options
 
 T, N, OBS, ACTIONS = 6, 1, 5, 4
 
@@ -138,9 +138,9 @@ def test_learning_rate_drop_schedule_and_driver_side_update():
     cfg = A3CConfig(learning_rate=1e-4, lr_drop_steps=1000, lr_drop_factor=0.1)
     algo = A3C(cfg, policy(), seed=0)
     step = FakeStep()
-    done = WorkerUpdates(num_steps=100, num_envs=1, metrics={"losses/policy_loss": 0.5}, segments=2)
-    before = algo.update(done, step, Progress(3, 999, 1.0))
-    after = algo.update(done, step, Progress(4, 1000, 1.0))
+    done = WorkerUpdates(metrics={"losses/policy_loss": 0.5}, segments=2)
+    before = algo.follow_workers(done, step, Progress(3, 999, 1.0))
+    after = algo.follow_workers(done, step, Progress(4, 1000, 1.0))
     assert step.lrs == [1e-4, pytest.approx(1e-5)] and not step.losses  # no gradient step
     assert before["losses/policy_loss"] == 0.5 and before["losses/segments"] == 2.0
     assert after["losses/learning_rate"] == pytest.approx(1e-5)
@@ -187,10 +187,9 @@ def test_bad_values_and_pairings_are_config_errors():
         A3C(A3CConfig(optimizer="sgd"), policy(), seed=0)
     with pytest.raises(ConfigError, match="a3c.gae_lambda"):
         A3C(A3CConfig(gae_lambda=1.5), policy(), seed=0)
-    algo = A3C(A3CConfig(), policy(), seed=0)
-    check_compatible("a3c", "hogwild", algo.data_spec)
-    check_compatible("a3c", "inproc", algo.data_spec)  # synchronous A3C = A2C
-    from rlperf.core.types import DataSpec
-
+    for runner in ("hogwild", "inproc"):  # inproc: synchronous A3C = A2C
+        check_pairing(RunConfig(algo="a3c", runner=RunnerConfig(name=runner)))
     with pytest.raises(ConfigError, match="hogwild"):
-        check_compatible("ppo", "hogwild", DataSpec(kind="rollout", horizon=128))
+        check_runner_options(RunConfig(algo="ppo", runner=RunnerConfig(name="hogwild")))
+    with pytest.raises(ConfigError, match="a3c learns in one process"):
+        check_pairing(RunConfig(algo="a3c", runner=RunnerConfig(num_learners=2)))

@@ -18,6 +18,8 @@ from rlperf.cli import main
 from rlperf.config.load import apply_dict, load_preset
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ActorError
+from rlperf.core.learner import Learner
+from rlperf.core.nan_guard import NonFiniteGuard
 from rlperf.core.types import Progress
 from rlperf.envs.make import make_env_slice
 from rlperf.models.catalog import build_model
@@ -112,7 +114,6 @@ def _cartpole_play_train(make_envs=None, **runner_keys):
         obs_space=spaces.observation,
         frame_stack=1,
         frames_per_step=1,
-        budget=(None, None),
         make_env_slice=make_envs or functools.partial(make_env_slice, cfg.env, 84),
         seed=1,
     )
@@ -120,11 +121,13 @@ def _cartpole_play_train(make_envs=None, **runner_keys):
 
 
 def _iterate(runner, algo, step, n):
+    """``n`` iterations as the session drives them (progress from the runner's env steps)."""
     metrics = []
-    for i in range(n):
-        batch, _ = runner.collect(PhaseTimer())
-        algo.update(runner.load(batch), step, Progress(i, runner.env_steps, 1.0))
-        runner.sync_weights()
+    learner = Learner(
+        algo, step, NonFiniteGuard("raise"), lambda ahead: Progress(0, runner.env_steps, 1.0)
+    )
+    for _ in range(n):
+        runner.run_iteration(learner, PhaseTimer())
         metrics.append(runner.worker_metrics())
     return metrics
 

@@ -1,7 +1,8 @@
-"""The algorithm x runner matrix, generated from ``RUNNER_FACTS``: the whole path from the
-command line to a built algorithm accepts exactly the pairs the table allows, and refuses
-every other pair in one line. (Which pairs train is covered by test_runner_matrix.py and
-each runner's own tests.)"""
+"""The algorithm x runner matrix, generated from ``RUNNER_FACTS`` and ``ALGORITHM_FACTS``: the
+whole path from the command line to a built algorithm accepts exactly the pairs the tables
+allow, and refuses every other pair in one line before anything is built; each built
+algorithm declares the data its facts say. (Which pairs train is covered by
+test_runner_matrix.py and each runner's own tests.)"""
 
 import copy
 import functools
@@ -10,9 +11,12 @@ import pytest
 import torch
 
 from rlperf import registry
+from rlperf.algos.facts import ALGORITHM_FACTS
 from rlperf.cli import build_train_config
+from rlperf.config.schema import RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
 from rlperf.models.catalog import build_model
+from rlperf.resolve import resolve
 from rlperf.runners.compat import RUNNER_FACTS
 
 ENV = {"rnd": "ALE/MontezumaRevenge-v5", "dqn": "CartPole-v1"}
@@ -27,12 +31,8 @@ DATA = {
     "rnd": ("rollout", 2),
     "dqn": ("transitions", 2**31 - 1),  # replay data: any lag
 }
-"""The data kind and lag bound each algorithm declares (checked against the built algorithm
-below), so the matrix is known when the tests are collected."""
-
-
-def max_policy_lag(algo: str) -> int:
-    return DATA[algo][1]
+"""The data kind and lag bound of each algorithm under its default config, written out by
+hand: both the facts table and the built algorithm are checked against it."""
 
 
 def allowed(algo: str, runner: str) -> bool:
@@ -53,17 +53,30 @@ def _no_orthogonal_init(monkeypatch: pytest.MonkeyPatch) -> None:
 @functools.cache
 def _policy(algo: str):  # noqa: ANN202 - the algorithm's network, built once
     cfg, _ = build_train_config([*ALGO_PRESET.get(algo, []), "--env", ENV.get(algo, "CartPole-v1")])
-    registry.check_names(cfg)  # resolves the model for the env
+    cfg = resolve(cfg).cfg  # the model for the env
     spaces = registry.env_spaces(cfg, registry.resolve_dim(cfg), None)
     return build_model(cfg.model, tuple(spaces.observation.shape), int(spaces.action.n))
 
 
 def _build(algo: str, runner: str):  # noqa: ANN202 - the built algorithm
     argv = [*ALGO_PRESET.get(algo, []), "--algo", algo, "--runner", runner]
-    argv += ["--env", ENV.get(algo, "CartPole-v1"), "--num-workers", "2", "--envs-per-worker", "2"]
-    cfg, _ = build_train_config(argv)
-    registry.check_names(cfg)
-    return registry.make_algorithm(cfg, copy.deepcopy(_policy(algo)))
+    workers = "1" if runner == "play-train" else "2"  # one play process
+    argv += [
+        "--env",
+        ENV.get(algo, "CartPole-v1"),
+        "--num-workers",
+        workers,
+        "--envs-per-worker",
+        "2",
+    ]
+    cfg = resolve(build_train_config(argv)[0]).cfg  # refuses a pair the tables do not allow
+    built = registry.make_algorithm(cfg, copy.deepcopy(_policy(algo)))
+    facts = ALGORITHM_FACTS[algo]  # what the checks read agrees with what was built
+    assert (facts.data_kind, facts.policy_lag_bound(cfg)) == (
+        built.data_spec.kind,
+        built.data_spec.max_policy_lag,
+    )
+    return built
 
 
 @pytest.mark.parametrize("runner", list(RUNNER_FACTS))
@@ -79,3 +92,16 @@ def test_the_facts_decide_every_pair(algo: str, runner: str) -> None:
             _build(algo, runner)
         message = str(info.value)
         assert "\n" not in message and runner in message
+
+
+def test_every_algorithm_has_facts() -> None:
+    assert set(ALGORITHM_FACTS) == set(registry.ALGORITHMS)
+
+
+@pytest.mark.parametrize("algo", [a for a, f in ALGORITHM_FACTS.items() if f.one_learner])
+def test_one_learner_algorithms_refuse_data_parallel_learners(algo: str) -> None:
+    """One check, one message for every algorithm that learns in one process."""
+    runner = "hogwild" if algo == "a3c" else "inproc"
+    cfg = RunConfig(algo=algo, runner=RunnerConfig(name=runner, num_learners=2))
+    with pytest.raises(ConfigError, match=f"algorithm {algo} learns in one process"):
+        registry.check_pairing(cfg)

@@ -13,11 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rlperf.session
-from rlperf import registry
+from rlperf import resolve
 from rlperf.cli import build_train_config, main
 from rlperf.config.load import apply_dict, iter_fields
 from rlperf.config.schema import RunConfig
-from rlperf.config.validate import validate
 from rlperf.core.errors import UserInputError
 
 KEYS = [key for key, _, _ in iter_fields()]
@@ -44,8 +43,7 @@ def _accepts_or_one_line(check) -> None:  # noqa: ANN001
 
 
 def _check_config(cfg: RunConfig) -> None:
-    validate(cfg)
-    registry.check_names(cfg)
+    resolve.check(cfg)
 
 
 @FUZZ
@@ -84,8 +82,7 @@ class FakeSession:
     """Stands in for TrainingSession: the fuzz checks the CLI's input handling, not training."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, **kwargs: Any) -> None:
-        validate(cfg)
-        registry.check_names(cfg)
+        resolve.check(cfg)
         self.exit_code = 0
 
     def run(self) -> None:

@@ -1,5 +1,6 @@
 """Configuration: presets, overrides, thesis aliases, and one-line errors with exit code 2."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from rlperf.config.load import field_docs, load_preset, parse_cpu_list
 from rlperf.config.schema import PPOConfig, RunConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
+from rlperf.resolve import resolve
 
 
 def run_cli(capsys, *argv):
@@ -248,13 +250,14 @@ def test_help_lists_config_keys(capsys):
     ],
 )
 def test_the_default_model_follows_the_env(env_id: str, model: str) -> None:
-    from rlperf import registry
     from rlperf.cli import build_train_config
 
     cfg, _ = build_train_config(["--env", env_id])
     assert cfg.model.name == "auto"
-    registry.check_names(cfg)
-    assert cfg.model.name == model
+    resolved = resolve(cfg).cfg
+    assert resolved.model.name == model and cfg.model.name == "auto"  # a copy is resolved
+    with pytest.raises(dataclasses.FrozenInstanceError, match="read-only"):
+        resolved.model.name = "mlp"
 
 
 def test_enumerations_are_declared_once_and_agree_with_the_core() -> None:

@@ -5,9 +5,9 @@ then the update. Where the update runs is the runner's business:
 
 - under the ``hogwild`` runner every worker process calls :meth:`A3C.update` on its own
   segment with a gradient step that applies the gradient to the shared model through the
-  shared optimizer (``core/shared_optim.py``); in the driver process the runner hands over a
-  :class:`~rlperf.core.shared_optim.WorkerUpdates` instead, and the update only applies the
-  learning-rate schedule and passes the workers' loss metrics on;
+  shared optimizer (``core/shared_optim.py``); in the driver process
+  :meth:`A3C.follow_workers` only applies the learning-rate schedule to the shared optimizer
+  and passes the workers' loss metrics on;
 - under the synchronous runners (inproc, subprocess) the same update makes one gradient step
   per rollout of all envs: synchronous A3C, i.e. A2C.
 
@@ -33,9 +33,9 @@ from rlperf.algos.returns import gae
 from rlperf.config.schema import A3CConfig
 from rlperf.core.checkpoint import load_checkpoint
 from rlperf.core.errors import CheckpointError, ConfigError
-from rlperf.core.protocols import GradientStep, OptimizerSpec
-from rlperf.core.shared_optim import SHARED_OPTIMIZERS, WorkerUpdates
-from rlperf.core.types import DataSpec, Progress, Rollout
+from rlperf.core.protocols import GradientStep, Optimizer, OptimizerSpec
+from rlperf.core.shared_optim import SHARED_OPTIMIZERS
+from rlperf.core.types import DataSpec, Progress, Rollout, WorkerUpdates
 from rlperf.models.policy import ActorCritic
 from rlperf.models.recurrent import RecurrentActorCritic, RecurrentRollout
 
@@ -193,18 +193,22 @@ class A3C:
             return cfg.learning_rate * cfg.lr_drop_factor
         return cfg.learning_rate
 
-    def update(
-        self, batch: Rollout | WorkerUpdates, step: GradientStep, progress: Progress
+    def follow_workers(
+        self, updates: WorkerUpdates, optimizer: Optimizer, progress: Progress
     ) -> dict[str, float]:
+        """In the Hogwild driver: the workers applied their gradients already; set the
+        schedule's learning rate on the shared optimizer and pass their metrics on."""
+        lr = self.learning_rate(progress.env_steps)
+        optimizer.set_learning_rate(lr)
+        return {
+            **updates.metrics,
+            "losses/learning_rate": lr,
+            "losses/segments": float(updates.segments),
+        }
+
+    def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         lr = self.learning_rate(progress.env_steps)
         step.set_learning_rate(lr)
-        if isinstance(batch, WorkerUpdates):  # the workers already applied the gradients
-            return {
-                **batch.metrics,
-                "losses/learning_rate": lr,
-                "losses/segments": float(batch.segments),
-            }
-
         cfg = self.cfg
         T, N = batch.num_steps, batch.num_envs
         # ---- the segment replayed through the current weights, with gradients ----

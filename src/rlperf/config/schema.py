@@ -10,9 +10,10 @@ Long by nature: one field per knob, each with its documentation.
 
 from __future__ import annotations
 
+import copy
 import typing
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import FrozenInstanceError, dataclass, field, fields, is_dataclass
+from typing import ClassVar, Literal
 
 # The enumerations: each is declared once, here; parsing (config.load.coerce), validation,
 # `rlperf train --help` and the error messages all read the values from these.
@@ -31,8 +32,55 @@ FAULT_SITES: tuple[str, ...] = typing.get_args(FaultSite)
 """Where ``env.fault_at`` injects crashes: in ``step``, in ``reset`` or in both."""
 
 
+class Section:
+    """A part of the run configuration: assignable while a config is being put together
+    (defaults, presets, files, flags), read-only once :func:`freeze` has marked it resolved.
+
+    Not a frozen dataclass: presets, sweeps and the CLI build a config key by key, and only
+    the resolved config that a run starts from must never change again."""
+
+    _frozen: ClassVar[bool] = False
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if self._frozen:
+            raise FrozenInstanceError(
+                f"cannot set {type(self).__name__}.{name}: a resolved config is read-only "
+                "(build a new one with config.schema.thawed_copy)"
+            )
+        super().__setattr__(name, value)
+
+
+def _sections(cfg: Section) -> list[Section]:
+    found = [cfg]
+    for f in fields(cfg):  # type: ignore[arg-type]
+        value = getattr(cfg, f.name)
+        if is_dataclass(value) and isinstance(value, Section):
+            found += _sections(value)
+    return found
+
+
+def freeze(cfg: RunConfig) -> RunConfig:
+    """Mark ``cfg`` and every section of it read-only; returns ``cfg``."""
+    for section in _sections(cfg):
+        object.__setattr__(section, "_frozen", True)
+    return cfg
+
+
+def is_frozen(cfg: RunConfig) -> bool:
+    """Whether ``cfg`` is a resolved, read-only config."""
+    return cfg._frozen
+
+
+def thawed_copy(cfg: RunConfig) -> RunConfig:
+    """An independent, assignable copy of ``cfg`` (frozen or not)."""
+    new = copy.deepcopy(cfg)
+    for section in _sections(new):
+        section.__dict__.pop("_frozen", None)
+    return new
+
+
 @dataclass
-class EnvConfig:
+class EnvConfig(Section):
     """The game and its preprocessing."""
 
     id: str = "ALE/Pong-v5"
@@ -87,7 +135,7 @@ class EnvConfig:
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Section):
     """The policy network."""
 
     name: str = "auto"
@@ -103,7 +151,7 @@ class ModelConfig:
 
 
 @dataclass
-class PPOConfig:
+class PPOConfig(Section):
     """Proximal Policy Optimization hyperparameters."""
 
     num_steps: int = 128
@@ -155,7 +203,7 @@ class PPOConfig:
 
 
 @dataclass
-class IMPALAConfig:
+class IMPALAConfig(Section):
     """IMPALA hyperparameters: V-trace actor-critic (Espeholt et al. 2018); defaults after the paper's Atari runs."""
 
     num_steps: int = 20
@@ -189,7 +237,7 @@ class IMPALAConfig:
 
 
 @dataclass
-class APPOConfig:
+class APPOConfig(Section):
     """Asynchronous PPO (RLlib's APPO): PPO's clipped surrogate on V-trace advantages and value targets."""
 
     num_steps: int = 128
@@ -225,7 +273,7 @@ class APPOConfig:
 
 
 @dataclass
-class RNDConfig:
+class RNDConfig(Section):
     """Random Network Distillation (Burda et al. 2018) on PPO with two value heads; defaults after the paper and source 004."""
 
     num_steps: int = 128
@@ -283,7 +331,7 @@ class RNDConfig:
 
 
 @dataclass
-class DQNConfig:
+class DQNConfig(Section):
     """DQN hyperparameters (Mnih et al. 2015); defaults are source 003's Pong baseline (Deep RL Hands-On, ch. 8-9)."""
 
     buffer_size: int = 100_000
@@ -323,7 +371,7 @@ class DQNConfig:
 
 
 @dataclass
-class A3CConfig:
+class A3CConfig(Section):
     """A3C hyperparameters (Mnih et al. 2016); defaults are source 002's football run (n-step advantages with GAE parameter tau, losses summed over each segment)."""
 
     num_local_steps: int = 50
@@ -359,7 +407,7 @@ class A3CConfig:
 
 
 @dataclass
-class RunnerConfig:
+class RunnerConfig(Section):
     """Who steps the envs, where the networks live, and which CPU resources are used."""
 
     name: str = "inproc"
@@ -417,7 +465,7 @@ class RunnerConfig:
 
 
 @dataclass
-class StopConfig:
+class StopConfig(Section):
     """When training stops (the first criterion met wins); at least one must be set."""
 
     total_timesteps: int | None = 10_000_000
@@ -435,7 +483,7 @@ class StopConfig:
 
 
 @dataclass
-class CheckpointConfig:
+class CheckpointConfig(Section):
     """Checkpoints: atomic, safetensors + JSON, the last few kept."""
 
     every: int = 50
@@ -445,7 +493,7 @@ class CheckpointConfig:
 
 
 @dataclass
-class TelemetryConfig:
+class TelemetryConfig(Section):
     """What is measured and where it goes."""
 
     progress: bool = True
@@ -461,7 +509,7 @@ class TelemetryConfig:
 
 
 @dataclass
-class RunConfig:
+class RunConfig(Section):
     """A complete training run."""
 
     algo: str = "ppo"

@@ -284,8 +284,6 @@ def _validate_dqn(cfg: RunConfig) -> None:
         raise ConfigError(
             f"dqn.buffer_size ({dqn.buffer_size}) is too small: at least 4 x env.frame_stack x env.num_envs"
         )
-    if runner.num_learners > 1:
-        raise ConfigError("dqn learns with one learner: runner.num_learners must be 1")
     if runner.name == "inproc" and runner.actor_device != runner.learner_device:
         raise ConfigError(
             "with dqn the inproc runner acts with the learner's network: set runner.actor_device "

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
-from rlperf.core.types import Batch, DataSpec, Progress
+from rlperf.core.types import Batch, DataSpec, Progress, WorkerUpdates
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,19 @@ class OptimizerSpec:
     """RMSprop smoothing constant of the squared-gradient average; unset = torch's default (0.99)."""
 
 
-class GradientStep(Protocol):
+class Optimizer(Protocol):
+    """What the training process holds of a learner's optimizer, whoever makes the steps:
+    its learning rate (the algorithm's schedule) and the state a checkpoint keeps."""
+
+    def set_learning_rate(self, lr: float) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class GradientStep(Optimizer, Protocol):
     """One optimizer step on a loss, provided by the runner.
 
     The runner decides where gradients go (a local optimizer, a Hogwild shared model, an
@@ -45,12 +57,6 @@ class GradientStep(Protocol):
     def autocast(self) -> AbstractContextManager[Any]:
         """Context for the forward pass (mixed precision when the runner enables it)."""
         ...
-
-    def set_learning_rate(self, lr: float) -> None: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 class Policy(Protocol):
@@ -94,6 +100,19 @@ class Algorithm(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class AsyncAlgorithm(Algorithm, Protocol):
+    """An algorithm whose workers learn by themselves (A3C on the Hogwild runner): in the
+    training process it only follows them, applying its schedules to the shared optimizer."""
+
+    def follow_workers(
+        self, updates: WorkerUpdates, optimizer: Optimizer, progress: Progress
+    ) -> dict[str, float]:
+        """Set the schedule's learning rate for ``progress``; returns the workers' metrics
+        with the driver's own (``losses/learning_rate``...)."""
+        ...
 
 
 class Behaviour(Protocol):

@@ -211,20 +211,3 @@ class HogwildGradientStep:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.optimizer.load_state_dict(state)
-
-
-@dataclass
-class WorkerUpdates:
-    """What a Hogwild runner hands the algorithm in the driver process: the gradient steps of
-    one iteration were already applied by the worker processes, so there is nothing left to
-    learn; it carries how many env steps they took and the mean of their loss metrics.
-
-    ``num_steps`` x ``num_envs`` are the iteration's env steps (what the session counts).
-    """
-
-    num_steps: int
-    num_envs: int
-    metrics: dict[str, float] = field(default_factory=dict)
-    """Means over the iteration's segments of what the algorithm's updates returned."""
-    segments: int = 0
-    """Gradient steps (segments) the workers applied in this iteration."""

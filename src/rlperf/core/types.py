@@ -7,7 +7,7 @@ tensor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import torch
@@ -131,9 +131,6 @@ class Transitions:
     ``dones_GB`` is 1 where the episode (or life) terminated with the transition, so nothing
     is bootstrapped from ``next_obs_GB`` there; an episode cut by a step limit keeps 0 and
     its ``next_obs_GB`` is the real final observation.
-
-    ``num_steps`` x ``num_envs`` are the env steps of the iteration this batch ends (what
-    the session counts); a batch a runner hands the algorithm inside an iteration has 0.
     """
 
     obs_GB: torch.Tensor
@@ -143,8 +140,6 @@ class Transitions:
     dones_GB: torch.Tensor
     env_steps: int
     """Env steps collected when the batch was sampled (for schedules such as target syncs)."""
-    num_steps: int = 0
-    num_envs: int = 0
 
     @property
     def num_gradient_steps(self) -> int:
@@ -157,13 +152,23 @@ class Transitions:
             for f in fields(self)
             if f.name.endswith("_GB")
         }
-        return Transitions(
-            **moved, env_steps=self.env_steps, num_steps=self.num_steps, num_envs=self.num_envs
-        )
+        return Transitions(**moved, env_steps=self.env_steps)
 
 
 Batch = Rollout | Transitions
 """What a runner hands an algorithm: a Rollout (kind rollout) or Transitions."""
+
+
+@dataclass
+class WorkerUpdates:
+    """What asynchronous workers (A3C's Hogwild) report to the driver process in one
+    iteration: they computed and applied the gradients themselves, so this is no batch to
+    learn from but the account of what they learned."""
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Means over the iteration's segments of what the algorithm's updates returned."""
+    segments: int = 0
+    """Gradient steps (segments) the workers applied in this iteration."""
 
 
 def budget_fraction_left(

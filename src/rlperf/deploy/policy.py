@@ -86,9 +86,10 @@ def env_spec(cfg: RunConfig) -> tuple[int, tuple[int, ...], np.dtype, int]:
     Read from an evaluation env built with the run's preprocessing, so they are exactly what
     the policy saw in training.
     """
-    from rlperf.envs.make import make_env
+    from rlperf.envs.make import make_env, validate_env_id
     from rlperf.registry import resolve_dim
 
+    validate_env_id(cfg.env.id)
     dim = resolve_dim(cfg)
     env = make_env(cfg.env, dim, cfg.seed, training=False)
     try:

@@ -133,9 +133,9 @@ def make_env(
 
     ``dim`` is the Atari frame size (ignored otherwise); ``training=False`` builds an
     evaluation env (no episodic life, no reward clipping). ``index`` is the env's place
-    among the run's envs, which ``cfg.fault_envs`` selects by.
+    among the run's envs, which ``cfg.fault_envs`` selects by. ``cfg.id`` must be
+    registered: callers check it once (:func:`validate_env_id`), not once per env.
     """
-    validate_env_id(cfg.id)
     env: SingleEnv
     if is_atari(cfg.id):
         from rlperf.envs.atari import AtariEnv

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
-from rlperf.core.types import DataSpec
 
 ALL_ENGINES = frozenset({"gymnasium", "envpool", "ale-vector"})
 
@@ -113,17 +112,3 @@ def check_runner_options(cfg: RunConfig) -> None:
         )
     if cfg.algo == "rnd" and not facts.rnd:
         raise ConfigError(f"algorithm rnd runs on runners {_names('rnd')}, not {runner.name}")
-
-
-def check_compatible(algo: str, runner: str, spec: DataSpec) -> None:
-    """Raise ConfigError when ``runner`` cannot feed ``algo`` the data it declares."""
-    facts = RUNNER_FACTS[runner]
-    if spec.kind not in facts.data_kinds:
-        raise ConfigError(
-            f"runner {runner} produces {', '.join(sorted(facts.data_kinds))} data but algorithm {algo} needs {spec.kind}"
-        )
-    if facts.policy_lag > spec.max_policy_lag:
-        raise ConfigError(
-            f"runner {runner} acts with a policy up to {facts.policy_lag} updates old; algorithm "
-            f"{algo} tolerates {spec.max_policy_lag} (use an algorithm that corrects for lag, e.g. with V-trace)"
-        )

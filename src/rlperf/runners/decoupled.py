@@ -32,7 +32,7 @@ from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor import ActorSetup, RolloutReport, actor_main
 from rlperf.runners.actor_stats import ActorStats
-from rlperf.runners.base import LocalLearner
+from rlperf.runners.base import LocalLearner, RolloutDriver
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.shared_memory import (
     RolloutSlots,
@@ -57,7 +57,7 @@ def _actor_error(message: str, actor: Worker | None, worker_traceback: str | Non
     return ActorError(message, worker_index=index, worker_traceback=worker_traceback)
 
 
-class DecoupledRunner(LocalLearner, SupervisedRunner):
+class DecoupledRunner(LocalLearner, SupervisedRunner, RolloutDriver):
     """Actors and learner in separate processes, overlapping, with bounded policy lag."""
 
     name = "decoupled"

@@ -7,14 +7,14 @@ loss on the local copy and applies the gradient to the shared model through an o
 whose statistics are in shared memory too (``core/shared_optim.py``). Nobody waits for
 anybody: learning happens inside the workers, lock-free.
 
-How this fits the session's loop (collect, load, update, sync): the driver process owns no
-learning. ``collect`` waits for the workers' segment reports (phase ``sample``, sub-phase
-``queue_wait``): at least ``num_workers`` of them and at least ``MIN_ITERATION_S`` since the
-previous iteration, and returns them as a
-:class:`~rlperf.core.shared_optim.WorkerUpdates` "batch" (their env steps, episodes and mean
-loss metrics); the algorithm's ``update`` in the driver applies the learning-rate schedule
-to the shared optimizer and passes the metrics on; ``sync_weights`` has nothing to do
-(workers pull at each segment start). The workers time their own phases and report them:
+How it drives an iteration (the asynchronous-workers execution model): the driver process
+learns nothing itself. It waits for the workers' segment reports (phase ``sample``,
+sub-phase ``queue_wait``): at least ``num_workers`` of them and at least
+``MIN_ITERATION_S`` since the previous iteration. Their account
+(:class:`~rlperf.core.types.WorkerUpdates`: the mean loss metrics of the segments) goes to
+the algorithm's ``follow_workers`` (phase ``learn``), which applies the learning-rate
+schedule to the shared optimizer; there is no weight sync (workers pull at each segment's
+start). The workers time their own phases and report them:
 ``perf/worker_{sync,sample,learn}_time_ms``, ``perf/env_step_time_ms`` and
 ``perf/policy_forward_time_ms`` are means per segment.
 
@@ -37,9 +37,12 @@ import torch
 
 from rlperf.config.schema import RunnerConfig
 from rlperf.core.errors import ConfigError, WorkerError
+from rlperf.core.learner import Learner
 from rlperf.core.protocols import Algorithm
-from rlperf.core.shared_optim import HogwildGradientStep, SharedOptimizer, WorkerUpdates
+from rlperf.core.shared_optim import SharedOptimizer
+from rlperf.core.types import WorkerUpdates
 from rlperf.envs.base import EpisodeEnd
+from rlperf.runners.base import Iteration
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.hogwild_worker import (
     SEGMENT_PHASES,
@@ -187,12 +190,20 @@ class HogwildRunner(SupervisedRunner):
 
     # ------------------------------------------------------------------ Runner
 
-    def make_gradient_step(self, algo: Algorithm) -> HogwildGradientStep:
-        """The driver's step: it owns the learning-rate schedule and the optimizer's state
-        for checkpoints; its gradient steps are never called (workers make them)."""
-        return HogwildGradientStep(self.shared, self.shared, self.optimizer)
+    def make_gradient_step(self, algo: Algorithm) -> SharedOptimizer:
+        """The shared optimizer: the workers step it; the driver owns its learning-rate
+        schedule and checkpoints its state."""
+        return self.optimizer
 
-    def collect(self, timer: PhaseTimer) -> tuple[WorkerUpdates, list[EpisodeEnd]]:  # type: ignore[override]
+    def run_iteration(self, learner: Learner, timer: PhaseTimer) -> Iteration:
+        with timer.phase("sample"):
+            updates, episodes = self._receive_reports(timer)
+        with timer.phase("learn"):
+            metrics = learner.follow(updates, env_steps_ahead=self._steps)
+        return Iteration(self._steps, episodes, metrics)
+
+    def _receive_reports(self, timer: PhaseTimer) -> tuple[WorkerUpdates, list[EpisodeEnd]]:
+        """The segment reports of one iteration, summed up."""
         if not self.workers.started:
             self.workers.start(lambda: ("start",))
             self._iteration_end = time.monotonic() + MIN_ITERATION_S
@@ -234,13 +245,7 @@ class HogwildRunner(SupervisedRunner):
         self._returns.extend(e.episode_return for e in episodes)
         self._steps = sum(r.steps for r in reports)
         self._segments = len(reports)
-        batch = WorkerUpdates(
-            num_steps=self._steps, num_envs=1, metrics=metrics, segments=len(reports)
-        )
-        return batch, episodes
-
-    def load(self, batch: WorkerUpdates) -> WorkerUpdates:  # type: ignore[override]
-        return batch
+        return WorkerUpdates(metrics, segments=len(reports)), episodes
 
     def sync_weights(self) -> None:
         """Nothing to do: each worker copies the shared weights at its segment's start."""

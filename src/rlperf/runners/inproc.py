@@ -21,12 +21,12 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
-from rlperf.runners.base import LocalLearner
+from rlperf.runners.base import LocalLearner, RolloutDriver
 from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.timers import PhaseTimer
 
 
-class InProcRunner(LocalLearner):
+class InProcRunner(LocalLearner, RolloutDriver):
     """Steps a vector env and learns in turns, keeping the rollout in preallocated tensors.
 
     The vector env may step its games in this process (SyncVectorEnv), in a C++ thread pool

@@ -12,7 +12,7 @@ adds transitions to the replay and makes gradient steps, so the two overlap.
   process fills a free chunk, sends ``("full", ChunkReport)`` over its pipe, and waits when
   no chunk is free: the trainer gives a chunk back (``("free", chunk)``) once it has copied
   it into the replay, so data is never overwritten while being read.
-- The trainer's ``collect`` takes chunks in order, adds them to the replay and makes the
+- The trainer's iteration takes chunks in order, adds them to the replay and makes the
   gradient steps they make due (``train_frequency``), exactly as the in-process runner
   does after each vector step (:class:`~rlperf.runners.transitions.TransitionsRunner`).
 
@@ -205,7 +205,6 @@ class PlayTrainRunner(TransitionsRunner):
         obs_space: Any,
         frame_stack: int,
         frames_per_step: float,
-        budget: tuple[int | None, int | None],
         make_env_slice: EnvSliceFactory,
         seed: int,
     ) -> None:
@@ -221,7 +220,6 @@ class PlayTrainRunner(TransitionsRunner):
             obs_space=obs_space,
             frame_stack=frame_stack,
             frames_per_step=frames_per_step,
-            budget=budget,
             seed=seed,
         )
         self.actor_device = resolve_device(cfg.actor_device)
@@ -328,9 +326,8 @@ class PlayTrainRunner(TransitionsRunner):
 
     # ------------------------------------------------------------------ Runner
 
-    def collect(self, timer: PhaseTimer) -> Any:
+    def _begin_iteration(self) -> None:
         self._lags, self._play_busy = [], 0.0
-        return super().collect(timer)
 
     def sync_weights(self) -> None:
         self.weights.publish(self.learner)

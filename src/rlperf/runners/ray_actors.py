@@ -53,7 +53,7 @@ from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor_stats import ActorStats
-from rlperf.runners.base import LocalLearner
+from rlperf.runners.base import LocalLearner, RolloutDriver
 from rlperf.runners.decoupled import learner_threads
 from rlperf.runners.env_slice import EnvSliceFactory
 from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
@@ -89,7 +89,7 @@ class _Actor:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class RayRunner(LocalLearner):
+class RayRunner(LocalLearner, RolloutDriver):
     """Rollout actors on Ray; the learner in this process; synchronous or bounded-lag."""
 
     name = "ray"

@@ -5,19 +5,15 @@ batch size, ``train_frequency`` (env steps per gradient step) and ``learning_sta
 runner keeps the replay buffer, steps the envs with the algorithm's behaviour policy, and
 after every vector step makes the gradient steps that are due, as source 003's programs do
 (one env step of N envs, one gradient step). Records would come every env step if each of
-those were a session iteration, so one iteration is ``horizon`` env steps and ``collect``
-runs the interleaved loop itself:
+those were a session iteration, so one iteration is ``horizon`` env steps, and this runner
+drives it (:meth:`TransitionsRunner.run_iteration`), timing each part in its own phase:
 
 - ``sample``: acting (``policy_forward``), ``env_step``, ``replay_add``;
-- the gradient steps due inside the iteration go through the Algorithm protocol
-  (``algo.update`` with a :class:`~rlperf.core.types.Transitions` batch), the runner
-  sampling the replay (phase ``load``) and the algorithm computing the loss (``learn``);
-- the gradient steps due after the iteration's last env step are returned as the batch,
-  so the session's own load/learn/update phases make them.
-
-The session times all of ``collect`` as ``sample``; the parts that are loading, learning or
-weight syncing are moved to their phases (:func:`charged`), so the four phases and
-``other`` still add up to the iteration's wall time.
+- after each vector step, the gradient steps it made due: the replay sampled onto the
+  learner's device (``load``), the algorithm's update through the session's learner
+  (``learn``), the acting weights refreshed (``update``). The iteration ends with one such
+  update even when none is due, so the algorithm's schedules (target syncs, epsilon) and
+  metrics follow every iteration.
 
 The replay buffer is not checkpointed (0.7 GB for 003's Pong): a resumed run refills
 ``learning_starts`` transitions with the restored policy before gradient steps resume.
@@ -25,10 +21,8 @@ The replay buffer is not checkpointed (0.7 GB for 003's Pong): a resumed run ref
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -38,25 +32,14 @@ from rlperf.buffers.replay import ReplayBuffer
 from rlperf.config.schema import RunnerConfig
 from rlperf.core.devices import resolve_device
 from rlperf.core.errors import WorkerError
+from rlperf.core.learner import Learner
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.protocols import Algorithm, OffPolicyAlgorithm
-from rlperf.core.types import Progress, Transitions, budget_fraction_left
+from rlperf.core.types import Transitions
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
+from rlperf.runners.base import Iteration
 from rlperf.telemetry.timers import PhaseTimer
-
-
-@contextlib.contextmanager
-def charged(timer: PhaseTimer, phase: str) -> Iterator[None]:
-    """Time a part of ``collect`` as ``phase`` (load, learn, update) rather than ``sample``:
-    the session times the whole of ``collect`` as ``sample``, so these seconds are taken
-    back from it and the phases still add up to the wall time."""
-    start = time.perf_counter()
-    try:
-        with timer.phase(phase):
-            yield
-    finally:
-        timer.add("sample", -(time.perf_counter() - start))
 
 
 class TransitionsRunner:
@@ -75,12 +58,10 @@ class TransitionsRunner:
         obs_space: Any,
         frame_stack: int,
         frames_per_step: float,
-        budget: tuple[int | None, int | None],
         seed: int,
     ) -> None:
         """``frame_stack``: frames per observation for the replay (1 unless Atari);
-        ``frames_per_step``: emulator frames per env step (frameskip) for ``perf/fps``;
-        ``budget``: (stop.total_timesteps, stop.iterations) for ``Progress.fraction_left``."""
+        ``frames_per_step``: emulator frames per env step (frameskip) for ``perf/fps``."""
         self.cfg = cfg
         self.algo = algo
         self.spec = algo.data_spec
@@ -97,14 +78,10 @@ class TransitionsRunner:
             self.spec.buffer_size, num_envs, self.obs_shape, obs_space.dtype, frame_stack, seed
         )
         self.frames_per_step = frames_per_step
-        self.budget = budget
         self.env_steps = 0
         """Env steps collected over the run (restored on resume; drives the exploration)."""
-        self.iteration = 0
-        """Iterations completed (collect calls), the session's count."""
         self._since_train = 0  # env steps since the last gradient step was owed
         self._learning = False  # the replay has held learning_starts transitions
-        self._step: LocalGradientStep | None = None
         self._gradient_steps = 0  # this iteration's
         self._collect_start = 0.0
         self._first_collect: float | None = None
@@ -149,67 +126,67 @@ class TransitionsRunner:
         self._since_train -= owed * self.spec.train_frequency
         return owed
 
-    def _sample(self, gradient_steps: int, num_steps: int = 0) -> Transitions:
-        """Replay samples for ``gradient_steps`` steps of ``batch_size`` each (G may be 0)."""
+    def _sample(self, gradient_steps: int) -> Transitions:
+        """Replay samples for ``gradient_steps`` steps of ``batch_size`` each (G may be 0),
+        on the learner's device."""
         G, B = gradient_steps, self.spec.batch_size
         if G == 0:
             empty = torch.empty((0, B, *self.obs_shape), dtype=self._obs_dtype())
             zeros = torch.empty((0, B))
-            return Transitions(
-                empty, zeros.long(), zeros, empty, zeros, self.env_steps, num_steps, self.num_envs
+            batch = Transitions(empty, zeros.long(), zeros, empty, zeros, self.env_steps)
+        else:
+            obs, actions, rewards, next_obs, dones = self.replay.sample(G * B)
+
+            def shaped(a: np.ndarray) -> torch.Tensor:
+                return torch.from_numpy(a).reshape(G, B, *a.shape[1:])
+
+            batch = Transitions(
+                shaped(obs),
+                shaped(actions),
+                shaped(rewards),
+                shaped(next_obs),
+                shaped(dones),
+                self.env_steps,
             )
-        obs, actions, rewards, next_obs, dones = self.replay.sample(G * B)
-
-        def shaped(a: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(a).reshape(G, B, *a.shape[1:])
-
-        return Transitions(
-            shaped(obs),
-            shaped(actions),
-            shaped(rewards),
-            shaped(next_obs),
-            shaped(dones),
-            self.env_steps,
-            num_steps,
-            self.num_envs,
-        )
+        return batch.to(self.learner_device, non_blocking=self.learner_device.type == "cuda")
 
     def _obs_dtype(self) -> torch.dtype:
         return torch.from_numpy(self.replay.frames[:0, :0]).dtype
 
-    def _progress(self) -> Progress:
-        total, iterations = self.budget
-        fraction = budget_fraction_left(self.env_steps, self.iteration, total, iterations)
-        return Progress(self.iteration, self.env_steps, fraction)
-
-    def _train(self, gradient_steps: int, timer: PhaseTimer) -> None:
-        """Gradient steps inside ``collect``, through the Algorithm protocol."""
-        if self._step is None:
-            raise RuntimeError("make_gradient_step() must be called before collect()")
-        with charged(timer, "load"):
-            batch = self.load(self._sample(gradient_steps))
-        with charged(timer, "learn"):
-            self.algo.update(batch, self._step, self._progress())
-        with charged(timer, "update"):
+    def _learn(
+        self, learner: Learner, gradient_steps: int, produced: int, timer: PhaseTimer
+    ) -> dict[str, float]:
+        """``gradient_steps`` gradient steps (possibly none) after ``produced`` env steps of
+        this iteration, each part in its phase."""
+        with timer.phase("load"):
+            batch = self._sample(gradient_steps)
+        with timer.phase("learn"):
+            metrics = learner.learn(batch, env_steps_ahead=produced)
+        with timer.phase("update"):
             self.sync_weights()
         self._gradient_steps += gradient_steps
+        return metrics
+
+    def _begin_iteration(self) -> None:
+        """Per-iteration bookkeeping of subclasses (the play/train runner's lags)."""
 
     # ------------------------------------------------------------------ Runner
 
     def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
-        self._step = LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
-        return self._step
+        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
 
-    def collect(self, timer: PhaseTimer) -> tuple[Transitions, list[EpisodeEnd]]:
-        """``horizon`` env steps, each followed by the gradient steps due; the last env
-        step's are returned as the batch for the session's learn phase."""
+    def run_iteration(self, learner: Learner, timer: PhaseTimer) -> Iteration:
+        """``horizon`` env steps, each followed by the gradient steps it made due; the
+        metrics are the newest value of each that the iteration's updates returned."""
         self._collect_start = time.perf_counter()
         if self._first_collect is None:
             self._first_collect = self._collect_start
+        self._begin_iteration()
         self._gradient_steps = 0
-        produced, episodes = 0, []
+        produced, episodes, metrics = 0, [], {}
         while True:
-            steps, ended = self._produce(timer)
+            with timer.phase("sample"):
+                steps, ended = self._produce(timer)
             produced += steps
             self.env_steps += steps
             episodes += ended
@@ -217,17 +194,11 @@ class TransitionsRunner:
             if produced >= self.spec.horizon:
                 break
             if owed:
-                self._train(owed, timer)
-        with charged(timer, "load"):
-            batch = self._sample(owed, num_steps=produced // self.num_envs)
-        self._gradient_steps += owed
+                metrics.update(self._learn(learner, owed, produced, timer))
+        metrics.update(self._learn(learner, owed, produced, timer))
         self._iteration_frames = produced * self.frames_per_step
         self._frames_this_process += self._iteration_frames
-        self.iteration += 1
-        return batch, episodes
-
-    def load(self, batch: Transitions) -> Transitions:  # type: ignore[override]
-        return batch.to(self.learner_device, non_blocking=self.learner_device.type == "cuda")
+        return Iteration(produced, episodes, metrics)
 
     def sync_weights(self) -> None:
         """Nothing to do: the behaviour acts with the learner's network."""
@@ -254,11 +225,10 @@ class TransitionsRunner:
                 envs = self.envs.get_state()
             except (NotImplementedError, WorkerError):
                 envs = None  # a resume restarts the episodes
-        return {"envs": envs, "env_steps": self.env_steps, "iteration": self.iteration}
+        return {"envs": envs, "env_steps": self.env_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = int(state["env_steps"])
-        self.iteration = int(state["iteration"])
         if state["envs"] is not None and self.envs is not None:
             np.copyto(self._obs, self.envs.set_state(state["envs"]))  # type: ignore[arg-type]
         print(
