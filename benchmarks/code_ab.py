@@ -32,6 +32,18 @@ CONFIGS = {
         "--preset", "cleanrl-atari", "--env", "ALE/Pong-v5", "--algo", "impala",
         "--runner", "decoupled", "--num-workers", "2", "-i", "60",
     ],
+    # DQN (source 003's rung 03): a play process feeding the trainer's replay, which
+    # learns from its 1,000th transition on
+    "dqn-play-train": [
+        "--preset", "dqn-ladder-03-play-train-processes", "-i", "10",
+        "dqn.learning_starts=1000", "dqn.buffer_size=20000", "telemetry.warmup_iterations=2",
+    ],
+    # A3C: two Hogwild workers learning into one shared model (the driver only follows)
+    "a3c-hogwild": [
+        "--preset", "a3c-football-quick", "stop.target_reward=null",
+        "stop.total_timesteps=null", "stop.wall_time_s=20", "runner.eval_interval_s=0",
+        "telemetry.warmup_iterations=2",
+    ],
 }  # fmt: skip
 
 

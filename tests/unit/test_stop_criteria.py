@@ -9,9 +9,13 @@ from rlperf.session import TrainingSession
 from rlperf.telemetry.episodes import EpisodeStats
 
 
-def session_with(returns: list[float], metric: str, tmp_path: Path) -> TrainingSession:
+def session_with(
+    returns: list[float], metric: str, tmp_path: Path, **stop: object
+) -> TrainingSession:
     cfg = RunConfig()
     cfg.stop.target_reward, cfg.stop.target_reward_metric = 17.0, metric
+    for key, value in stop.items():
+        setattr(cfg.stop, key, value)
     session = TrainingSession(cfg, tmp_path / "run", command=["test"])
     session.stats = EpisodeStats()
     session.stats.add([EpisodeEnd(0, r, 100) for r in returns])
@@ -39,11 +43,24 @@ def test_the_mean_needs_a_full_window_also_with_the_ema(tmp_path):
 
 
 def test_schedules_run_down_the_step_budget_or_the_training_seconds(tmp_path):
-    session = session_with([], "mean100", tmp_path)
-    session.cfg.stop.total_timesteps, session.cfg.stop.wall_time_s = 1000, 200.0
+    budget = {"total_timesteps": 1000, "wall_time_s": 200.0}
+    session = session_with([], "mean100", tmp_path, **budget)
     session.env_steps, session.time_total_s = 250, 150.0
-    assert session._fraction_left() == 0.75  # CleanRL's: env steps
-    session.cfg.stop.anneal_over = "wall_time_s"
-    assert session._fraction_left() == 0.25  # a deadline: seconds of training
+    assert session._progress_at(0).fraction_left == 0.75  # CleanRL's: env steps
+    assert session._progress_at(50).fraction_left == 0.70  # steps taken in this iteration count
+    session = session_with([], "mean100", tmp_path, anneal_over="wall_time_s", **budget)
+    session.env_steps, session.time_total_s = 250, 150.0
+    assert session._progress_at(0).fraction_left == 0.25  # a deadline: seconds of training
     session.time_total_s = 260.0  # a resume past the old deadline stays at the end
-    assert session._fraction_left() == 0.0
+    assert session._progress_at(0).fraction_left == 0.0
+
+
+def test_the_session_reads_a_frozen_resolved_config(tmp_path):
+    import dataclasses
+
+    import pytest
+
+    session = session_with([], "mean100", tmp_path, total_timesteps=1000)
+    assert session.cfg.model.name == "nature"  # auto resolved for the Atari default
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        session.cfg.stop.total_timesteps = 10

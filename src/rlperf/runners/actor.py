@@ -21,11 +21,10 @@ from multiprocessing.connection import Connection
 
 import torch
 
-from rlperf.core.resources import apply_cpu_resources
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.models.policy import ActorCritic
-from rlperf.runners.child import run_child, say_hello, wait_for_free_slot
+from rlperf.runners.child import ProcessStart, run_child, say_hello, wait_for_free_slot
 from rlperf.runners.collector import RolloutCollector
 from rlperf.runners.shared_memory import RolloutSlots, SharedPolicyWeights
 from rlperf.telemetry.timers import PhaseTimer
@@ -41,12 +40,10 @@ class ActorSetup:
     make_envs: Callable[[], VectorEnv]
     env_seed: int
     make_policy: Callable[[], ActorCritic]
-    torch_seed: int
+    start: ProcessStart
     device: str
     precision: str
     channels_last: bool
-    torch_threads: int
-    cpu_affinity: list[int] | None
     slots: RolloutSlots
     slot_ids: list[int]
     """The slots this actor may fill at start (the learner returns them one by one)."""
@@ -73,8 +70,6 @@ def actor_main(setup: ActorSetup, conn: Connection) -> None:
 
 
 def _run(setup: ActorSetup, conn: Connection) -> None:
-    apply_cpu_resources(setup.cpu_affinity, setup.torch_threads)
-    torch.manual_seed(setup.torch_seed)
     device = torch.device(setup.device)
     envs = setup.make_envs()
     try:

@@ -2,9 +2,10 @@
 
 Actor processes (decoupled runner), Hogwild workers and their evaluator, and the play
 process (play-train runner) all start the same way and end the same way: they die with
-their parent, report the resources they got in a ``("hello", resources)`` message, and
-turn any exception into an ``("error", message, traceback)`` message that the parent
-names the process with, then exit 1. The Ray actors report the same resources.
+their parent, take the CPUs, torch threads and torch seed their :class:`ProcessStart` gives,
+report the resources they got in a ``("hello", resources)`` message, and turn any exception
+into an ``("error", message, traceback)`` message that the parent names the process with,
+then exit 1. The Ray actors start and report the same way.
 """
 
 from __future__ import annotations
@@ -14,20 +15,47 @@ import os
 import traceback
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 
-from rlperf.core.resources import die_with_parent
+from rlperf.core.resources import apply_cpu_resources, die_with_parent
 
-Setup = TypeVar("Setup")
+
+@dataclass(frozen=True)
+class ProcessStart:
+    """What a worker process sets first: its CPUs, torch threads and torch seed."""
+
+    torch_threads: int | None
+    cpu_affinity: list[int] | None = None
+    """None: the parent's CPUs."""
+    torch_seed: int | None = None
+    """None: torch's random generator is not used in the process (it is not seeded)."""
+
+    def enter(self) -> None:
+        """Apply the placement and the seed to this process."""
+        apply_cpu_resources(self.cpu_affinity, self.torch_threads)
+        if self.torch_seed is not None:
+            torch.manual_seed(self.torch_seed)
+
+
+class ChildSetup(Protocol):
+    """Every worker process's setup says how it starts."""
+
+    @property
+    def start(self) -> ProcessStart: ...
+
+
+Setup = TypeVar("Setup", bound=ChildSetup)
 
 
 def run_child(body: Callable[[Setup, Connection], None], setup: Setup, conn: Connection) -> None:
     """Run ``body(setup, conn)`` as a worker process's whole life (see the module doc)."""
     die_with_parent()
     try:
+        setup.start.enter()
         body(setup, conn)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent is gone or closed our pipe: nothing left to do

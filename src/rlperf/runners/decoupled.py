@@ -33,6 +33,7 @@ from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor import ActorSetup, RolloutReport, actor_main
 from rlperf.runners.actor_stats import ActorStats
 from rlperf.runners.base import LocalLearner, RolloutDriver
+from rlperf.runners.child import ProcessStart
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.shared_memory import (
     RolloutSlots,
@@ -131,12 +132,12 @@ class DecoupledRunner(LocalLearner, SupervisedRunner, RolloutDriver):
             ),
             env_seed=seeds.env_seed,
             make_policy=self.make_policy,
-            torch_seed=seeds.torch_seed,
+            start=ProcessStart(
+                self.cfg.actor_threads, self.cfg.actor_cpu_affinity, seeds.torch_seed
+            ),
             device=str(self.actor_device),
             precision=self.cfg.precision,
             channels_last=self.cfg.channels_last,
-            torch_threads=self.cfg.actor_threads,
-            cpu_affinity=self.cfg.actor_cpu_affinity,
             slots=self.slots,
             slot_ids=slot_ids,
             weights=self.weights,

@@ -43,6 +43,7 @@ from rlperf.core.shared_optim import SharedOptimizer
 from rlperf.core.types import WorkerUpdates
 from rlperf.envs.base import EpisodeEnd
 from rlperf.runners.base import Iteration
+from rlperf.runners.child import ProcessStart
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.hogwild_worker import (
     SEGMENT_PHASES,
@@ -148,11 +149,11 @@ class HogwildRunner(SupervisedRunner):
                 self.make_env_slice, self.envs_per_worker, seeds.env_seed, seeds.first_env
             ),
             env_seed=seeds.env_seed,
-            torch_seed=seeds.torch_seed,
+            start=ProcessStart(
+                self.cfg.actor_threads, self.cfg.actor_cpu_affinity, seeds.torch_seed
+            ),
             algo=self.algo,
             optimizer=self.optimizer,
-            torch_threads=self.cfg.actor_threads,
-            cpu_affinity=self.cfg.actor_cpu_affinity,
         )
         self.workers.spawn("worker", i, worker_main, setup)
 
@@ -163,11 +164,9 @@ class HogwildRunner(SupervisedRunner):
             first_env=0,
             make_envs=EnvSlice(self.make_env_slice, 1, eval_seed, EVAL_ENV),
             env_seed=eval_seed,
-            torch_seed=self.seed + 104_729 + seed_offset,
+            start=ProcessStart(1, self.cfg.actor_cpu_affinity, self.seed + 104_729 + seed_offset),
             algo=self.algo,
             optimizer=None,
-            torch_threads=1,
-            cpu_affinity=self.cfg.actor_cpu_affinity,
             eval_interval_s=self.cfg.eval_interval_s,
         )
         self.workers.spawn("evaluator", 0, evaluator_main, setup)

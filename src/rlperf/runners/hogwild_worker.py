@@ -21,13 +21,12 @@ import numpy as np
 import torch
 
 from rlperf.core.protocols import Algorithm
-from rlperf.core.resources import apply_cpu_resources
 from rlperf.core.shared_optim import HogwildGradientStep, SharedOptimizer
 from rlperf.core.types import Progress, Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.models.recurrent import RecurrentActorCritic, RecurrentRollout, reset_ended
-from rlperf.runners.child import run_child, say_hello
+from rlperf.runners.child import ProcessStart, run_child, say_hello
 from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.timers import PhaseTimer
 
@@ -46,13 +45,11 @@ class WorkerSetup:
     """Index of the worker's first env among the run's envs (for episode reports)."""
     make_envs: Callable[[], VectorEnv]
     env_seed: int
-    torch_seed: int
+    start: ProcessStart
     algo: Algorithm
     """The algorithm; its ``policy`` is the shared model (its tensors in shared memory)."""
     optimizer: SharedOptimizer | None
     """The shared optimizer (None for the evaluator, which never updates the model)."""
-    torch_threads: int
-    cpu_affinity: list[int] | None
     eval_interval_s: float = 0.0
 
 
@@ -136,8 +133,6 @@ def _wait_for_start(conn: Connection) -> bool:
 
 
 def _learn(setup: WorkerSetup, conn: Connection) -> None:
-    apply_cpu_resources(setup.cpu_affinity, setup.torch_threads)
-    torch.manual_seed(setup.torch_seed)
     algo = setup.algo
     shared = algo.policy
     local = copy.deepcopy(shared)  # private memory: the segment's forward and backward
@@ -192,8 +187,6 @@ def _learn(setup: WorkerSetup, conn: Connection) -> None:
 def _evaluate(setup: WorkerSetup, conn: Connection) -> None:
     """002's local_test: greedy episodes with the shared model's current weights; never
     computes a gradient or writes the shared model."""
-    apply_cpu_resources(setup.cpu_affinity, setup.torch_threads)
-    torch.manual_seed(setup.torch_seed)
     shared = setup.algo.policy
     local = copy.deepcopy(shared)
     envs = setup.make_envs()

@@ -42,10 +42,9 @@ from rlperf.config.schema import RunnerConfig
 from rlperf.core.devices import resolve_device
 from rlperf.core.errors import ActorError
 from rlperf.core.protocols import Behaviour, OffPolicyAlgorithm
-from rlperf.core.resources import apply_cpu_resources
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
-from rlperf.runners.child import run_child, say_hello, wait_for_free_slot
+from rlperf.runners.child import ProcessStart, run_child, say_hello, wait_for_free_slot
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.shared_memory import SharedPolicyWeights
 from rlperf.runners.supervisor import Supervisor, Worker
@@ -100,8 +99,7 @@ class PlaySetup:
     """A copy of the algorithm's behaviour policy with its own network."""
     device: str
     channels_last: bool
-    torch_threads: int
-    cpu_affinity: list[int] | None
+    start: ProcessStart
     chunks: TransitionChunks
     chunk_ids: list[int]
     """The chunks the play process may fill at start (the trainer returns them one by one)."""
@@ -135,7 +133,6 @@ def play_main(setup: PlaySetup, conn: Connection) -> None:
 
 
 def _play(setup: PlaySetup, conn: Connection) -> None:
-    apply_cpu_resources(setup.cpu_affinity, setup.torch_threads)
     device = torch.device(setup.device)
     envs = setup.make_envs()
     try:
@@ -259,8 +256,7 @@ class PlayTrainRunner(TransitionsRunner):
             behaviour=behaviour,
             device=str(self.actor_device),
             channels_last=self.cfg.channels_last,
-            torch_threads=self.cfg.actor_threads,
-            cpu_affinity=self.cfg.actor_cpu_affinity,
+            start=ProcessStart(self.cfg.actor_threads, self.cfg.actor_cpu_affinity),
             chunks=self.chunks,
             chunk_ids=chunk_ids,
             weights=self.weights,

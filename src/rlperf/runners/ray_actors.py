@@ -54,6 +54,7 @@ from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor_stats import ActorStats
 from rlperf.runners.base import LocalLearner, RolloutDriver
+from rlperf.runners.child import ProcessStart
 from rlperf.runners.decoupled import learner_threads
 from rlperf.runners.env_slice import EnvSliceFactory
 from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
@@ -154,12 +155,11 @@ class RayRunner(LocalLearner, RolloutDriver):
             env_seed=seeds.env_seed,
             incarnation=incarnation,
             make_policy=self.make_policy,
-            torch_seed=seeds.torch_seed,
+            start=ProcessStart(cfg.actor_threads, torch_seed=seeds.torch_seed),
             num_steps=self.num_steps,
             device=str(self.actor_device),
             precision=cfg.precision,
             channels_last=cfg.channels_last,
-            torch_threads=cfg.actor_threads,
         )
         return self._remote.options(
             name=None,

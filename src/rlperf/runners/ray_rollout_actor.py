@@ -23,11 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlperf.core.resources import apply_cpu_resources
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
-from rlperf.runners.child import process_resources
+from rlperf.runners.child import ProcessStart, process_resources
 from rlperf.runners.collector import RolloutCollector
 from rlperf.runners.env_slice import EnvSliceFactory
 from rlperf.telemetry.timers import PhaseTimer
@@ -51,12 +50,12 @@ class RayActorSetup:
     incarnation: int
     """0 for the first actor of this index, n for its n-th replacement."""
     make_policy: Callable[[], ActorCritic]
-    torch_seed: int
+    start: ProcessStart
+    """Ray places the actor on its CPUs: only the threads and the seed are set."""
     num_steps: int
     device: str
     precision: str
     channels_last: bool
-    torch_threads: int
 
 
 @dataclass
@@ -114,8 +113,7 @@ class RolloutActor:
 
         from rlperf.runners.ray_cluster import node_of_this_process
 
-        apply_cpu_resources(None, setup.torch_threads)
-        torch.manual_seed(setup.torch_seed)
+        setup.start.enter()
         self.setup = setup
         self.device = torch.device(setup.device)
         # A replacement plays new games: the same seeds would repeat the failed actor's
