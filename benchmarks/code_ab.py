@@ -33,10 +33,11 @@ CONFIGS = {
         "--runner", "decoupled", "--num-workers", "2", "-i", "60",
     ],
     # DQN (source 003's rung 03): a play process feeding the trainer's replay, which
-    # learns from its 1,000th transition on
+    # learns from its 500th transition on (about 50 env steps/s on 2 vCPUs: short iterations)
     "dqn-play-train": [
-        "--preset", "dqn-ladder-03-play-train-processes", "-i", "10",
-        "dqn.learning_starts=1000", "dqn.buffer_size=20000", "telemetry.warmup_iterations=2",
+        "--preset", "dqn-ladder-03-play-train-processes", "-i", "8",
+        "dqn.steps_per_iteration=250", "dqn.learning_starts=500", "dqn.buffer_size=20000",
+        "telemetry.warmup_iterations=3",
     ],
     # A3C: two Hogwild workers learning into one shared model (the driver only follows)
     "a3c-hogwild": [

@@ -47,11 +47,16 @@ def check(cfg: RunConfig) -> None:
 
 
 def resolve(cfg: RunConfig, *, announce: bool = True) -> ResolvedRun:
-    """Check ``cfg`` and return a frozen copy with nothing left open.
+    """Check ``cfg`` and return a frozen copy with nothing left open (see :func:`settle`)."""
+    check(cfg)
+    return settle(cfg, announce=announce)
+
+
+def settle(cfg: RunConfig, *, announce: bool = True) -> ResolvedRun:
+    """A frozen copy of a checked ``cfg`` with nothing left open.
 
     Timing ``precision=auto`` uses the CPUs this process may use now: apply the run's CPU
     resources first. ``announce`` prints the precision choice (one line on stderr)."""
-    check(cfg)
     if is_frozen(cfg):  # resolved before (a resume, a data-parallel rank): nothing is open
         return ResolvedRun(cfg)
     out = thawed_copy(cfg)

@@ -151,15 +151,15 @@ class TrainingSession:
             raise ConfigError(
                 f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
             )
-        # The run's CPUs first: precision=auto is timed on what the run will use.
+        # The run's CPUs (checked above) first: precision=auto is timed on what the run uses.
         apply_cpu_resources(cfg.runner.cpu_affinity, cfg.runner.torch_threads)
-        resolved = resolve.resolve(cfg, announce=self.is_main)
+        resolved = resolve.settle(cfg, announce=self.is_main)
         self.cfg = resolved.cfg
         """The resolved, read-only config: what runs, and what config.yaml stores."""
         self.precision_choice: PrecisionChoice | None = resolved.precision_choice
         """What runner.precision=auto chose and measured (None: precision was given)."""
-        self.world_size = cfg.runner.num_learners if rank is not None else 1
-        self.progress = progress and cfg.telemetry.progress and self.is_main
+        self.world_size = self.cfg.runner.num_learners if rank is not None else 1
+        self.progress = progress and self.cfg.telemetry.progress and self.is_main
         self.exit_code = 0
         """0 when a stop criterion ended the run; 128 + signal number when a signal did."""
 

@@ -59,6 +59,7 @@ COMMON = [
     "telemetry.tensorboard=false",
     "env.num_envs=4",
     "runner.torch_threads=1",
+    "ppo.update_epochs=1",  # short iterations: the kills, not learning, are what is tested
 ]
 
 

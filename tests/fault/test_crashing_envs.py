@@ -136,10 +136,24 @@ def test_hogwild_restarts_a_worker_whose_env_crashed(tmp_path: Path) -> None:
 
 
 def test_a_hung_worker_is_noticed_within_the_timeout(tmp_path: Path) -> None:
+    # Env 0 alone stalls: a stall or two, each waited out for 3 s.
     done, run_dir, _ = _run(
-        tmp_path, "stall", "--preset", "cartpole", "--runner", "subprocess", "--num-workers", "2",
-        "-i", "6", "env.fault_p_stall=0.001", "env.fault_stall_time_s=600",
-        "runner.worker_timeout_s=3", "runner.max_worker_restarts=100",
+        tmp_path,
+        "stall",
+        "--preset",
+        "cartpole",
+        "--runner",
+        "subprocess",
+        "--num-workers",
+        "2",
+        "-i",
+        "6",
+        "env.fault_p_stall=0.002",
+        "env.fault_envs=0",
+        "env.fault_stall_time_s=600",
+        "runner.worker_timeout_s=3",
+        "runner.max_worker_restarts=100",
+        "ppo.update_epochs=1",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "3 s" in done.stderr or "hung" in done.stderr, done.stderr

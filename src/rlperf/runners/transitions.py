@@ -33,16 +33,15 @@ from rlperf.config.schema import RunnerConfig
 from rlperf.core.devices import resolve_device
 from rlperf.core.errors import WorkerError
 from rlperf.core.learner import Learner
-from rlperf.core.optim import LocalGradientStep
-from rlperf.core.protocols import Algorithm, OffPolicyAlgorithm
+from rlperf.core.protocols import OffPolicyAlgorithm
 from rlperf.core.types import Transitions
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
-from rlperf.runners.base import Iteration
+from rlperf.runners.base import Iteration, LocalLearner
 from rlperf.telemetry.timers import PhaseTimer
 
 
-class TransitionsRunner:
+class TransitionsRunner(LocalLearner):
     """Steps a vector env in this process and learns between its steps (runner ``inproc``
     with a transitions algorithm)."""
 
@@ -171,9 +170,6 @@ class TransitionsRunner:
         """Per-iteration bookkeeping of subclasses (the play/train runner's lags)."""
 
     # ------------------------------------------------------------------ Runner
-
-    def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
-        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
 
     def run_iteration(self, learner: Learner, timer: PhaseTimer) -> Iteration:
         """``horizon`` env steps, each followed by the gradient steps it made due; the
