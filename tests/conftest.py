@@ -14,6 +14,13 @@ import pytest
 os.environ.setdefault("CI", "1")
 # precision=auto caches its timings; tests keep theirs out of the user's home.
 os.environ.setdefault("RLPERF_CACHE_DIR", tempfile.mkdtemp(prefix="rlperf-test-cache-"))
+# The suite runs more processes than there are cores (two test workers, each with training
+# processes and their env workers). Torch's OpenMP threads busy-wait for work by default,
+# and on an oversubscribed machine the spinning threads take the cores from the ones with
+# work: two PPO runs with env worker processes side by side on 2 vCPUs took 561 s, and
+# 29 s with waiting threads that sleep (docs/benchmarks.md). Set before torch is imported
+# (here and, inherited, in every process a test starts).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 TESTS = Path(__file__).resolve().parent

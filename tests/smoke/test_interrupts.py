@@ -5,7 +5,8 @@ import signal
 
 import pytest
 
-from tests.conftest import read_metrics, rlperf_subprocess, start_training, wait_for_iterations
+from rlperf.cli import main
+from tests.conftest import read_metrics, start_training, wait_for_iterations
 
 pytestmark = pytest.mark.smoke
 
@@ -43,7 +44,14 @@ def test_signal_finishes_the_iteration_and_checkpoints(runs_root, sig, runner):
     assert latest.startswith(f"ckpt_{last:08d}_")  # the checkpoint holds the last logged iteration
 
 
-def test_resume_from_a_corrupted_checkpoint_names_the_previous(runs_root):
+def _train(capsys, *argv: str) -> tuple[int, str]:
+    """``rlperf train ARGV`` in this process (no signals involved): exit code and stderr."""
+    capsys.readouterr()
+    code = main(["train", *argv])
+    return code, capsys.readouterr().err
+
+
+def test_resume_from_a_corrupted_checkpoint_names_the_previous(runs_root, capsys):
     args = [
         "--preset",
         "cartpole",
@@ -53,20 +61,19 @@ def test_resume_from_a_corrupted_checkpoint_names_the_previous(runs_root):
         "c",
         "--no-progress",
         "checkpoint.every=1",
+        "ppo.update_epochs=1",
     ]
-    assert rlperf_subprocess("train", *args, "-i", "3").returncode == 0
+    assert _train(capsys, *args, "-i", "3")[0] == 0
     root = runs_root / "c" / "checkpoints"
     newest = root / (root / "latest").read_text().strip()
     (newest / "state.safetensors").write_bytes(b"garbage")
-    result = rlperf_subprocess(
-        "train", "--resume", str(runs_root / "c"), "-i", "4", "--no-progress"
-    )
-    assert result.returncode == 2
-    assert result.stderr.startswith("rlperf: error: checkpoint") and "corrupted" in result.stderr
-    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    code, err = _train(capsys, "--resume", str(runs_root / "c"), "-i", "4", "--no-progress")
+    assert code == 2
+    assert err.startswith("rlperf: error: checkpoint") and "corrupted" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
     previous = sorted(p for p in root.iterdir() if p.name.startswith("ckpt_"))[-2]
-    ok = rlperf_subprocess(
-        "train",
+    code, err = _train(
+        capsys,
         "--resume",
         str(runs_root / "c"),
         "--checkpoint",
@@ -75,16 +82,17 @@ def test_resume_from_a_corrupted_checkpoint_names_the_previous(runs_root):
         "4",
         "--no-progress",
     )
-    assert ok.returncode == 0, ok.stderr
+    assert code == 0, err
     assert [r["iteration"] for r in read_metrics(runs_root / "c")] == [1, 2, 3, 4]
 
 
-def test_resume_naming_an_older_checkpoint_keeps_the_abandoned_line(runs_root):
+def test_resume_naming_an_older_checkpoint_keeps_the_abandoned_line(runs_root, capsys):
     args = ["--preset", "cartpole", "--runs-root", str(runs_root), "-s", "r", "--no-progress"]
-    assert rlperf_subprocess("train", *args, "checkpoint.every=1", "-i", "3").returncode == 0
+    args += ["ppo.update_epochs=1"]
+    assert _train(capsys, *args, "checkpoint.every=1", "-i", "3")[0] == 0
     first = sorted((runs_root / "r" / "checkpoints").glob("ckpt_*"))[0]
-    result = rlperf_subprocess("train", "--resume", str(first), "-i", "2", "--no-progress")
-    assert result.returncode == 0, result.stderr
+    code, err = _train(capsys, "--resume", str(first), "-i", "2", "--no-progress")
+    assert code == 0, err
     assert [r["iteration"] for r in read_metrics(runs_root / "r")] == [1, 2]
     (aside,) = (runs_root / "r" / "superseded").iterdir()
     assert [r["iteration"] for r in read_metrics(aside)] == [2, 3]  # the old rows 2 and 3
@@ -94,12 +102,10 @@ def test_resume_naming_an_older_checkpoint_keeps_the_abandoned_line(runs_root):
     ]
 
 
-def test_a_checkpoint_of_another_run_is_refused(runs_root):
+def test_a_checkpoint_of_another_run_is_refused(runs_root, capsys):
     args = ["--preset", "cartpole", "--runs-root", str(runs_root), "--no-progress", "-i", "1"]
-    assert rlperf_subprocess("train", *args, "-s", "a").returncode == 0
-    assert rlperf_subprocess("train", *args, "-s", "b").returncode == 0
+    assert _train(capsys, *args, "-s", "a")[0] == 0
+    assert _train(capsys, *args, "-s", "b")[0] == 0
     other = next((runs_root / "b" / "checkpoints").glob("ckpt_*"))
-    result = rlperf_subprocess(
-        "train", "--resume", str(runs_root / "a"), "--checkpoint", str(other)
-    )
-    assert result.returncode == 2 and "is not inside the run directory" in result.stderr
+    code, err = _train(capsys, "--resume", str(runs_root / "a"), "--checkpoint", str(other))
+    assert code == 2 and "is not inside the run directory" in err
