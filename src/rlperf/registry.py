@@ -114,7 +114,7 @@ def _decoupled(
 def _hogwild(
     cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
 ) -> Runner:
-    return HogwildRunner(  # type: ignore[return-value]
+    return HogwildRunner(
         cfg.runner,
         algo,
         num_envs=cfg.env.num_envs,
