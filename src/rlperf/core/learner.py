@@ -30,6 +30,9 @@ class Learner:
         self.step = step
         self.guard = guard
         self.progress_at = progress_at
+        # Decided once: an interleaved driver calls learn() after every few env steps.
+        self._gradient_step = step if isinstance(step, GradientStep) else None
+        self._async_algo = algo if isinstance(algo, AsyncAlgorithm) else None
         if isinstance(step, LocalGradientStep) and guard.policy != "none":
             step.guard = guard  # every loss and gradient norm is checked before it applies
         self.touched = False
@@ -44,21 +47,23 @@ class Learner:
     def learn(self, batch: Batch, env_steps_ahead: int = 0) -> dict[str, float]:
         """One update of the algorithm on ``batch`` (already on the learner's device);
         ``env_steps_ahead``: env steps this iteration took before it (interleaved drivers)."""
-        if not isinstance(self.step, GradientStep):
+        step = self._gradient_step
+        if step is None:
             raise TypeError(f"{type(self.step).__name__} makes no gradient steps in this process")
         self.last_batch = batch
         skip = self.guard.check_batch(batch)
         self.touched = True
         progress = self.progress_at(env_steps_ahead)
-        metrics = {} if skip else self.algo.update(batch, self.step, progress)
+        metrics = {} if skip else self.algo.update(batch, step, progress)
         self.guard.check_metrics(metrics)
         return metrics
 
     def follow(self, updates: WorkerUpdates, env_steps_ahead: int) -> dict[str, float]:
         """What workers learned by themselves: the algorithm's schedules follow them."""
-        if not isinstance(self.algo, AsyncAlgorithm):
+        algo = self._async_algo
+        if algo is None:
             raise TypeError(f"{type(self.algo).__name__} does not learn in worker processes")
         self.touched = True
-        metrics = self.algo.follow_workers(updates, self.step, self.progress_at(env_steps_ahead))
+        metrics = algo.follow_workers(updates, self.step, self.progress_at(env_steps_ahead))
         self.guard.check_metrics(metrics)
         return metrics

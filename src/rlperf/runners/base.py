@@ -41,7 +41,7 @@ class Iteration:
     episodes: list[EpisodeEnd] = field(default_factory=list)
     """The true games that ended."""
     metrics: dict[str, float] = field(default_factory=dict)
-    """What the algorithm's updates returned (means when there were several)."""
+    """What the algorithm's updates returned (with several, the newest value of each)."""
 
 
 class Runner(Protocol):
