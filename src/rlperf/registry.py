@@ -1,14 +1,13 @@
 """The composition root: explicit name -> factory maps for algorithms, runners and models.
 
 Nothing registers itself by being imported; adding an algorithm or a runner means adding a
-line here (and a row in runners/compat.py).
+line here and a row in its facts table (algos/facts.py, runners/facts.py), which
+:mod:`rlperf.checks` reads.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,25 +18,24 @@ import torch
 from rlperf.algos.a3c import A3C
 from rlperf.algos.appo import APPO
 from rlperf.algos.dqn import DQN, QNetwork
-from rlperf.algos.facts import ALGORITHM_FACTS
 from rlperf.algos.impala import IMPALA
 from rlperf.algos.ppo import PPO
-from rlperf.algos.rnd import RND, check_rnd_config
-from rlperf.config.schema import Engine, RunConfig
+from rlperf.algos.rnd import RND
+from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import Algorithm
-from rlperf.envs.make import is_atari, make_engine_envs, make_env_slice, validate_env_id
+from rlperf.envs.facts import env_facts
+from rlperf.envs.make import is_atari, make_engine_envs, make_env_slice
 from rlperf.envs.vector import VectorEnv
 from rlperf.models.catalog import AUTO, MODELS, build_model, resolve_model_name
 from rlperf.models.policy import ActorCritic
 from rlperf.models.rnd import RNDPolicy
 from rlperf.runners.base import Runner
-from rlperf.runners.compat import RUNNER_FACTS, check_engine, check_runner_options
 from rlperf.runners.decoupled import DecoupledRunner
+from rlperf.runners.facts import RUNNER_FACTS
 from rlperf.runners.hogwild import HogwildRunner
 from rlperf.runners.inproc import InProcRunner
 from rlperf.runners.play_train import PlayTrainRunner
-from rlperf.runners.ray_cluster import check_ray_config
 from rlperf.runners.subproc import SubprocRunner
 from rlperf.runners.transitions import TransitionsRunner
 
@@ -184,15 +182,6 @@ RUNNERS: dict[str, RunnerFactory] = {
     "hogwild": _hogwild,
 }
 
-ENGINES: tuple[str, ...] = typing.get_args(Engine)
-
-
-def _check_name(kind: str, name: str, valid: list[str]) -> None:
-    if name not in valid:
-        close = difflib.get_close_matches(name, valid, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"unknown {kind} {name!r}{hint}; valid: {', '.join(valid)}")
-
 
 def resolved_model_name(cfg: RunConfig) -> str:
     """The model ``cfg`` builds, by its canonical name (``auto`` decided by the env)."""
@@ -201,99 +190,15 @@ def resolved_model_name(cfg: RunConfig) -> str:
 
 
 def resolve_dim(cfg: RunConfig) -> int:
-    """The Atari frame size: env.dim, else the model's designed input size, else 84."""
+    """The Atari frame size: env.dim, else the model's designed input size, else 84 (a
+    thesis model's own size is held to by :mod:`rlperf.checks`)."""
     spec = MODELS[resolved_model_name(cfg)]
-    if cfg.env.dim is not None and spec.kind == "conv" and spec.input_dim != cfg.env.dim:
-        raise ConfigError(
-            f"model {cfg.model.name} is designed for {spec.input_dim}x{spec.input_dim} inputs but env.dim is "
-            f"{cfg.env.dim}; leave env.dim unset or pick a model for that size (see `rlperf models`)"
-        )
     return cfg.env.dim or spec.input_dim or 84
 
 
-def check_devices(cfg: RunConfig) -> None:
-    """The learner and actor devices exist on this machine."""
-    for key, name in (
-        ("runner.learner_device", cfg.runner.learner_device),
-        ("runner.actor_device", cfg.runner.actor_device),
-    ):
-        device = torch.device(name)
-        if device.type == "cuda":
-            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            if count == 0:
-                raise ConfigError(
-                    f"{key}={name} but torch sees no CUDA device (torch {torch.__version__}); use cpu"
-                )
-            if device.index is not None and device.index >= count:
-                raise ConfigError(
-                    f"{key}={name} but only {count} CUDA device(s) are visible (cuda:0..cuda:{count - 1})"
-                )
-        elif device.type == "mps" and not torch.backends.mps.is_available():
-            raise ConfigError(f"{key}={name} but MPS is not available here; use cpu")
-
-
 def default_model(env_id: str) -> str:
-    """What ``model.name=auto`` means for ``env_id``: the Nature CNN for Atari games, source
-    002's football MLP for the football games, an MLP for other feature observations."""
-    if is_atari(env_id):
-        return "nature"
-    if "football" in env_id.lower():
-        return "football-mlp"
-    return "mlp"
-
-
-def check_names(cfg: RunConfig) -> None:
-    """Validate every name in ``cfg`` against what exists (algorithm, runner, model, env,
-    devices) and the algorithm against its runner; changes nothing."""
-    check_devices(cfg)
-    _check_name("algorithm", cfg.algo, list(ALGORITHMS))
-    _check_name("runner", cfg.runner.name, list(RUNNERS))
-    _check_name("engine", cfg.env.engine, list(ENGINES))
-    check_engine(cfg.runner.name, cfg.env.engine)
-    check_runner_options(cfg)
-    check_pairing(cfg)
-    if cfg.algo == "rnd":
-        check_rnd_config(cfg.rnd)
-    check_ray_config(cfg.runner)
-    validate_env_id(cfg.env.id)
-    model = resolved_model_name(cfg)
-    spec = MODELS[model]
-    if cfg.env.engine != "gymnasium" and not is_atari(cfg.env.id):
-        raise ConfigError(
-            f"engine {cfg.env.engine} runs Atari games only; {cfg.env.id} needs engine gymnasium"
-        )
-    if is_atari(cfg.env.id) and spec.kind == "mlp":
-        raise ConfigError(
-            f"model mlp cannot read the image observations of {cfg.env.id}; use nature or thesis-1..6"
-        )
-    if not is_atari(cfg.env.id) and spec.kind != "mlp":
-        raise ConfigError(
-            f"model {model} needs Atari images; {cfg.env.id} has feature observations: use --model mlp"
-        )
-    resolve_dim(cfg)
-
-
-def check_pairing(cfg: RunConfig) -> None:
-    """Raise ConfigError when ``cfg.runner`` cannot feed ``cfg.algo`` (read from both facts
-    tables, before anything is built)."""
-    algo, runner = ALGORITHM_FACTS[cfg.algo], RUNNER_FACTS[cfg.runner.name]
-    if algo.data_kind not in runner.data_kinds:
-        raise ConfigError(
-            f"runner {cfg.runner.name} produces {', '.join(sorted(runner.data_kinds))} data but "
-            f"algorithm {cfg.algo} needs {algo.data_kind}"
-        )
-    bound = algo.policy_lag_bound(cfg)
-    if runner.policy_lag > bound:
-        raise ConfigError(
-            f"runner {cfg.runner.name} acts with a policy up to {runner.policy_lag} updates old; "
-            f"algorithm {cfg.algo} tolerates {bound} (use an algorithm that corrects for lag, "
-            "e.g. with V-trace)"
-        )
-    if cfg.runner.num_learners > 1 and algo.one_learner:
-        raise ConfigError(
-            f"algorithm {cfg.algo} learns in one process ({algo.one_learner}): "
-            "use runner.num_learners=1"
-        )
+    """What ``model.name=auto`` means for ``env_id`` (its row of ENV_FACTS)."""
+    return env_facts(env_id).default_model
 
 
 def learner_batch_size(cfg: RunConfig) -> int:

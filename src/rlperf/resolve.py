@@ -6,8 +6,8 @@ what ran (a resume starts from it and resolves nothing again):
 
 - ``model.name``: ``auto`` becomes the env's default model, ``3`` becomes ``thesis-3``;
 - ``runner.precision=auto`` (and the memory layout with it): timed on this machine;
-- every refusal (values, names, runner x algorithm from the two facts tables, devices) is
-  raised before anything is built, as one line.
+- every refusal (values, names, devices, and runner x algorithm x env x model from their
+  facts tables, :mod:`rlperf.checks`) is raised before anything is built, as one line.
 
 The result is frozen (:func:`rlperf.config.schema.freeze`): assigning to it raises, so no
 part of a run can change a setting after it was checked.
@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlperf import registry
+from rlperf import checks, registry
 from rlperf.config.schema import RunConfig, freeze, is_frozen, thawed_copy
-from rlperf.config.validate import validate
 from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
 from rlperf.core.autoprecision import PrecisionChoice, choose_precision
 from rlperf.models.catalog import build_model
@@ -40,10 +39,10 @@ class ResolvedRun:
     """What ``runner.precision=auto`` chose and the timings behind it (None: it was given)."""
 
 
-def check(cfg: RunConfig) -> None:
-    """Raise ConfigError on the first value, name or combination in ``cfg`` that cannot run."""
-    validate(cfg)
-    registry.check_names(cfg)
+def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
+    """Raise ConfigError on the first value, name or combination in ``cfg`` that cannot run
+    (every check of :mod:`rlperf.checks`)."""
+    checks.check(cfg, on_this_machine=on_this_machine)
 
 
 def resolve(cfg: RunConfig, *, announce: bool = True) -> ResolvedRun:

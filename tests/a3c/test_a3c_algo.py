@@ -8,12 +8,12 @@ import torch
 from safetensors.torch import save_file
 
 from rlperf.algos.a3c import A3C, load_matching_weights
+from rlperf.checks import check_pairing
 from rlperf.config.schema import A3CConfig, ModelConfig, RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.types import Progress, Rollout, WorkerUpdates
 from rlperf.models.catalog import build_model
-from rlperf.registry import check_pairing
-from rlperf.runners.compat import check_runner_options
+from rlperf.resolve import check
 
 T, N, OBS, ACTIONS = 6, 1, 5, 4
 
@@ -184,12 +184,12 @@ def test_weights_from_a_run_directory_are_verified_like_a_resume(tmp_path):
 
 def test_bad_values_and_pairings_are_config_errors():
     with pytest.raises(ConfigError, match="a3c.optimizer"):
-        A3C(A3CConfig(optimizer="sgd"), policy(), seed=0)
+        check(RunConfig(algo="a3c", a3c=A3CConfig(optimizer="sgd")))
     with pytest.raises(ConfigError, match="a3c.gae_lambda"):
-        A3C(A3CConfig(gae_lambda=1.5), policy(), seed=0)
+        check(RunConfig(algo="a3c", a3c=A3CConfig(gae_lambda=1.5)))
     for runner in ("hogwild", "inproc"):  # inproc: synchronous A3C = A2C
         check_pairing(RunConfig(algo="a3c", runner=RunnerConfig(name=runner)))
     with pytest.raises(ConfigError, match="hogwild"):
-        check_runner_options(RunConfig(algo="ppo", runner=RunnerConfig(name="hogwild")))
+        check(RunConfig(algo="ppo", runner=RunnerConfig(name="hogwild")))
     with pytest.raises(ConfigError, match="a3c learns in one process"):
         check_pairing(RunConfig(algo="a3c", runner=RunnerConfig(num_learners=2)))

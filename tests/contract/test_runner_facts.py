@@ -10,14 +10,14 @@ import functools
 import pytest
 import torch
 
-from rlperf import registry
+from rlperf import checks, registry
 from rlperf.algos.facts import ALGORITHM_FACTS
 from rlperf.cli import build_train_config
 from rlperf.config.schema import RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
 from rlperf.models.catalog import build_model
 from rlperf.resolve import resolve
-from rlperf.runners.compat import RUNNER_FACTS
+from rlperf.runners.facts import RUNNER_FACTS
 
 ENV = {"rnd": "ALE/MontezumaRevenge-v5", "dqn": "CartPole-v1"}
 ALGO_PRESET = {"dqn": ["--preset", "dqn-cartpole"], "rnd": ["--preset", "rnd-montezuma-small"]}
@@ -104,4 +104,4 @@ def test_one_learner_algorithms_refuse_data_parallel_learners(algo: str) -> None
     runner = "hogwild" if algo == "a3c" else "inproc"
     cfg = RunConfig(algo=algo, runner=RunnerConfig(name=runner, num_learners=2))
     with pytest.raises(ConfigError, match=f"algorithm {algo} learns in one process"):
-        registry.check_pairing(cfg)
+        checks.check_pairing(cfg)

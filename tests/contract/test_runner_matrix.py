@@ -10,7 +10,7 @@ import pytest
 
 from rlperf import registry
 from rlperf.cli import main
-from rlperf.runners.compat import RUNNER_FACTS
+from rlperf.runners.facts import RUNNER_FACTS
 from tests.conftest import read_metrics
 from tests.contract.test_runner_facts import DATA, allowed
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rlperf.config.schema import RunnerConfig
+from rlperf.config.schema import RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
-from rlperf.runners.ray_cluster import check_capacity, check_ray_address, check_ray_config
+from rlperf.resolve import check
+from rlperf.runners.ray_cluster import check_capacity, check_ray_address
 
 
 @pytest.mark.parametrize(
@@ -47,12 +48,12 @@ def test_bad_ray_settings(changes, message) -> None:
     for key, value in changes.items():
         setattr(cfg, key, value)
     with pytest.raises(ConfigError, match=message):
-        check_ray_config(cfg)
+        check(RunConfig(algo="impala", runner=cfg))
 
 
 def test_other_runners_ignore_the_defaults() -> None:
-    check_ray_config(RunnerConfig(name="decoupled"))
-    check_ray_config(RunnerConfig(name="ray", ray_num_cpus_per_actor=0.25))
+    check(RunConfig(algo="impala", runner=RunnerConfig(name="decoupled")))
+    check(RunConfig(algo="impala", runner=RunnerConfig(name="ray", ray_num_cpus_per_actor=0.25)))
 
 
 class FakeRay:

@@ -7,13 +7,14 @@ import pytest
 import torch
 
 from rlperf.algos.rnd import RND
-from rlperf.config.schema import ModelConfig, RNDConfig
+from rlperf.config.schema import ModelConfig, RNDConfig, RunConfig
 from rlperf.core.checkpoint import load_checkpoint, save_checkpoint
 from rlperf.core.errors import ConfigError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
 from rlperf.models.catalog import build_model
 from rlperf.models.rnd import RNDPolicy
+from rlperf.resolve import check
 
 OBS_DIM, ACTIONS, T, N = 16, 3, 8, 4
 CFG = RNDConfig(
@@ -180,4 +181,4 @@ def test_resume_from_a_checkpoint_continues_exactly(tmp_path):
 )
 def test_bad_config_is_a_one_line_error(change, needle):
     with pytest.raises(ConfigError, match=needle):
-        _algo(cfg=dataclasses.replace(CFG, **change))
+        check(RunConfig(algo="rnd", rnd=dataclasses.replace(CFG, **change)))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlperf import registry
+from rlperf import resolve
 from rlperf.config.schema import RunConfig
 from rlperf.core.checkpoint import list_checkpoints, load_checkpoint
 from rlperf.core.errors import ConfigError
@@ -46,4 +46,4 @@ def test_compile_with_a_runner_that_cannot_use_it_is_a_config_error() -> None:
     cfg.runner.name = "decoupled"
     cfg.algo = "impala"
     with pytest.raises(ConfigError, match="runner.compile works with the inproc and subprocess"):
-        registry.check_names(cfg)  # the runner's facts decide (runners/compat.py)
+        resolve.check(cfg)  # the runner's facts decide (runners/facts.py)

@@ -53,7 +53,10 @@ def run_cli(capsys, *argv):
         ),
         (["--bogus"], "option --bogus needs a value"),
         (["stray"], "unrecognized argument 'stray'"),
-        (["--env", "CartPole-v1", "--model", "nature"], "needs Atari images"),
+        (
+            ["--env", "CartPole-v1", "--model", "nature"],
+            "model nature reads image observations but CartPole-v1 gives features",
+        ),
         (["--model", "6", "env.dim=84"], "designed for 168x168"),
         (["env.clip_rewards=maybe"], "env.clip_rewards must be true or false"),
         (["--seed", "-1"], "seed must be between 0 and 2**32 - 1"),

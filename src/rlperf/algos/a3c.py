@@ -34,37 +34,9 @@ from rlperf.config.schema import A3CConfig
 from rlperf.core.checkpoint import load_checkpoint
 from rlperf.core.errors import CheckpointError, ConfigError
 from rlperf.core.protocols import GradientStep, Optimizer, OptimizerSpec
-from rlperf.core.shared_optim import SHARED_OPTIMIZERS
 from rlperf.core.types import DataSpec, Progress, Rollout, WorkerUpdates
 from rlperf.models.policy import ActorCritic
 from rlperf.models.recurrent import RecurrentActorCritic, RecurrentRollout
-
-
-def check_config(cfg: A3CConfig) -> None:
-    """Raise ConfigError on the first invalid A3C value."""
-    for key in (
-        "num_local_steps",
-        "learning_rate",
-        "optimizer_eps",
-        "max_grad_norm",
-        "value_clip",
-        "lr_drop_steps",
-    ):
-        value = getattr(cfg, key)
-        if value is not None and not value > 0:
-            raise ConfigError(f"a3c.{key} must be positive, got {value}")
-    for key in ("gamma", "gae_lambda", "lr_drop_factor"):
-        value = getattr(cfg, key)
-        if not 0.0 <= value <= 1.0:
-            raise ConfigError(f"a3c.{key} must be between 0 and 1, got {value}")
-    for key in ("ent_coef", "vf_coef", "time_penalty"):
-        value = getattr(cfg, key)
-        if not value >= 0:
-            raise ConfigError(f"a3c.{key} must be zero or positive, got {value}")
-    if cfg.optimizer not in SHARED_OPTIMIZERS:
-        raise ConfigError(
-            f"a3c.optimizer must be one of {', '.join(SHARED_OPTIMIZERS)}, got {cfg.optimizer!r}"
-        )
 
 
 def segment_rewards(cfg: A3CConfig, rewards_TN: torch.Tensor) -> torch.Tensor:
@@ -166,7 +138,6 @@ class A3C:
     """The A3C update of one segment, for the hogwild runner's workers or a synchronous runner."""
 
     def __init__(self, cfg: A3CConfig, policy: ActorCritic, *, seed: int) -> None:
-        check_config(cfg)
         self.cfg = cfg
         self.policy = policy
         # The local copy a worker acts with may trail the shared model by the updates other

@@ -45,31 +45,9 @@ from rlperf.algos.surrogate import (
     value_error,
 )
 from rlperf.config.schema import RNDConfig
-from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.types import DataSpec, Progress, Rollout
 from rlperf.models.rnd import RNDPolicy
-
-
-def check_rnd_config(cfg: RNDConfig) -> None:
-    """One-line ConfigErrors for values that cannot work."""
-    if (cfg.num_minibatches is None) == (cfg.minibatch_size is None):
-        raise ConfigError(
-            "set exactly one of rnd.num_minibatches and rnd.minibatch_size (the other to null)"
-        )
-    if not 0.0 < cfg.update_proportion <= 1.0:
-        raise ConfigError(f"rnd.update_proportion must be in (0, 1], got {cfg.update_proportion}")
-    if cfg.ext_coef < 0 or cfg.int_coef < 0 or cfg.ext_coef == cfg.int_coef == 0:
-        raise ConfigError(
-            f"rnd.ext_coef and rnd.int_coef must be >= 0 and not both 0, got "
-            f"{cfg.ext_coef} and {cfg.int_coef}"
-        )
-    if cfg.num_steps < 1 or cfg.update_epochs < 1 or cfg.num_init_steps < 0:
-        raise ConfigError(
-            "rnd.num_steps and rnd.update_epochs must be >= 1 and rnd.num_init_steps >= 0"
-        )
-    if cfg.obs_clip <= 0:
-        raise ConfigError(f"rnd.obs_clip must be > 0, got {cfg.obs_clip}")
 
 
 def rnd_frames(obs: torch.Tensor, input_shape: tuple[int, ...]) -> torch.Tensor:
@@ -86,7 +64,6 @@ class RND:
     def __init__(
         self, cfg: RNDConfig, policy: RNDPolicy, *, seed: int, num_envs: int, use_vtrace: bool
     ) -> None:
-        check_rnd_config(cfg)
         self.cfg = cfg
         self.policy = policy
         self.use_vtrace = use_vtrace

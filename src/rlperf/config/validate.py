@@ -1,20 +1,21 @@
-"""Checks of a RunConfig's values that do not need to build anything.
+"""The ranges of a RunConfig's values, one key (or a few keys of one section) at a time.
 
-Names that depend on what is registered (algorithms, runners, models, env ids) are checked
-by :mod:`rlperf.registry`, which knows them.
+Nothing here knows another part of rlperf: how a runner, an algorithm, an env and a model
+fit together, and what this machine has, is checked from their facts tables by
+:mod:`rlperf.checks`, which calls :func:`validate` first.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
 import typing
 
 from rlperf.config.load import coerce, get_key, iter_fields
-from rlperf.config.schema import RunConfig
+from rlperf.config.schema import A3CConfig, RNDConfig, RunConfig, RunnerConfig
 from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
 from rlperf.core.errors import ConfigError
+from rlperf.core.shared_optim import SHARED_OPTIMIZERS
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
 
@@ -119,6 +120,9 @@ def validate(cfg: RunConfig) -> None:
         )
     _validate_vtrace_algos(cfg)
     _validate_dqn(cfg)
+    _validate_a3c(cfg.a3c)
+    _validate_rnd(cfg.rnd)
+    _validate_runner(cfg.runner)
     if (ppo.num_minibatches is None) == (ppo.minibatch_size is None):
         raise ConfigError(
             "set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)"
@@ -142,22 +146,6 @@ def validate(cfg: RunConfig) -> None:
     ]:
         if not _DEVICE.match(dev):
             raise ConfigError(f"{key} must be cpu, cuda, cuda:N or mps, got {dev!r}")
-    for key, cpus in [
-        ("runner.cpu_affinity", runner.cpu_affinity),
-        ("runner.actor_cpu_affinity", runner.actor_cpu_affinity),
-    ]:
-        if cpus is None:
-            continue
-        usable = (
-            os.sched_getaffinity(0)
-            if hasattr(os, "sched_getaffinity")
-            else set(range(os.cpu_count() or 1))
-        )
-        bad = sorted(set(cpus) - usable)
-        if bad or not cpus:
-            raise ConfigError(
-                f"{key} names CPUs {bad} that this process cannot use; available: {sorted(usable)}"
-            )
     if all(
         v is None
         for v in (stop.total_timesteps, stop.iterations, stop.wall_time_s, stop.target_reward)
@@ -242,7 +230,7 @@ def _validate_faults(cfg: RunConfig) -> None:
 
 
 def _validate_dqn(cfg: RunConfig) -> None:
-    dqn, runner = cfg.dqn, cfg.runner
+    dqn = cfg.dqn
     for key, value in [
         ("dqn.buffer_size", dqn.buffer_size),
         ("dqn.batch_size", dqn.batch_size),
@@ -284,13 +272,65 @@ def _validate_dqn(cfg: RunConfig) -> None:
         raise ConfigError(
             f"dqn.buffer_size ({dqn.buffer_size}) is too small: at least 4 x env.frame_stack x env.num_envs"
         )
-    if runner.name == "inproc" and runner.actor_device != runner.learner_device:
+
+
+def _validate_a3c(cfg: A3CConfig) -> None:
+    for key in (
+        "num_local_steps",
+        "learning_rate",
+        "optimizer_eps",
+        "max_grad_norm",
+        "value_clip",
+        "lr_drop_steps",
+    ):
+        value = getattr(cfg, key)
+        if value is not None and not value > 0:
+            raise ConfigError(f"a3c.{key} must be positive, got {value}")
+    for key in ("gamma", "gae_lambda", "lr_drop_factor"):
+        value = getattr(cfg, key)
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"a3c.{key} must be between 0 and 1, got {value}")
+    for key in ("ent_coef", "vf_coef", "time_penalty"):
+        value = getattr(cfg, key)
+        if not value >= 0:
+            raise ConfigError(f"a3c.{key} must be zero or positive, got {value}")
+    if cfg.optimizer not in SHARED_OPTIMIZERS:
         raise ConfigError(
-            "with dqn the inproc runner acts with the learner's network: set runner.actor_device "
-            "equal to runner.learner_device (or use --runner play-train)"
+            f"a3c.optimizer must be one of {', '.join(SHARED_OPTIMIZERS)}, got {cfg.optimizer!r}"
         )
-    if runner.name == "play-train" and runner.num_workers != 1:
+
+
+def _validate_rnd(cfg: RNDConfig) -> None:
+    if (cfg.num_minibatches is None) == (cfg.minibatch_size is None):
         raise ConfigError(
-            "the play-train runner has one play process: runner.num_workers must be 1 "
-            "(use env.num_envs for more games)"
+            "set exactly one of rnd.num_minibatches and rnd.minibatch_size (the other to null)"
+        )
+    if not 0.0 < cfg.update_proportion <= 1.0:
+        raise ConfigError(f"rnd.update_proportion must be in (0, 1], got {cfg.update_proportion}")
+    if cfg.ext_coef < 0 or cfg.int_coef < 0 or cfg.ext_coef == cfg.int_coef == 0:
+        raise ConfigError(
+            f"rnd.ext_coef and rnd.int_coef must be >= 0 and not both 0, got "
+            f"{cfg.ext_coef} and {cfg.int_coef}"
+        )
+    if cfg.num_steps < 1 or cfg.update_epochs < 1 or cfg.num_init_steps < 0:
+        raise ConfigError(
+            "rnd.num_steps and rnd.update_epochs must be >= 1 and rnd.num_init_steps >= 0"
+        )
+    if cfg.obs_clip <= 0:
+        raise ConfigError(f"rnd.obs_clip must be > 0, got {cfg.obs_clip}")
+
+
+def _validate_runner(cfg: RunnerConfig) -> None:
+    if cfg.eval_interval_s < 0:
+        raise ConfigError(
+            f"runner.eval_interval_s must be zero or positive, got {cfg.eval_interval_s}"
+        )
+    if not cfg.ray_num_cpus_per_actor > 0:
+        raise ConfigError(
+            f"runner.ray_num_cpus_per_actor must be positive (fractions such as 0.5 are fine), "
+            f"got {cfg.ray_num_cpus_per_actor}"
+        )
+    if not cfg.ray_num_gpus_per_actor >= 0:
+        raise ConfigError(
+            f"runner.ray_num_gpus_per_actor must be 0 or more, got {cfg.ray_num_gpus_per_actor}"
         )

@@ -31,6 +31,11 @@ class ModelSpec:
     """mlp: an LSTM of this many units after the hidden layers (0 = none); such a model acts
     step by step with a state, which only the hogwild runner does."""
 
+    @property
+    def observation(self) -> str:
+        """What it reads: ``features`` (a flat vector, the MLPs) or ``image`` (stacked frames)."""
+        return "features" if self.kind == "mlp" else "image"
+
 
 # The thesis's Table 3.1 (source 001): RLlib VisionNetwork conv_filters, separate policy and
 # value towers. Model 1 is RLlib's default for 84x84 inputs.

@@ -36,7 +36,7 @@ from collections import deque
 import torch
 
 from rlperf.config.schema import RunnerConfig
-from rlperf.core.errors import ConfigError, WorkerError
+from rlperf.core.errors import WorkerError
 from rlperf.core.learner import Learner
 from rlperf.core.protocols import Algorithm
 from rlperf.core.shared_optim import SharedOptimizer
@@ -91,17 +91,6 @@ class HogwildRunner(SupervisedRunner):
         make_env_slice: EnvSliceFactory,
         seed: int,
     ) -> None:
-        if cfg.learner_device != "cpu" or cfg.actor_device != "cpu":
-            # Hogwild shares one model through CPU shared memory; CUDA tensors would need
-            # CUDA IPC and one device for every process, which this runner does not do.
-            raise ConfigError(
-                "the hogwild runner keeps its shared model in CPU shared memory: set "
-                "runner.learner_device and runner.actor_device to cpu"
-            )
-        if cfg.eval_interval_s < 0:
-            raise ConfigError(
-                f"runner.eval_interval_s must be zero or positive, got {cfg.eval_interval_s}"
-            )
         self.cfg = cfg
         self.learner_device = torch.device("cpu")
         self.actor_device = torch.device("cpu")

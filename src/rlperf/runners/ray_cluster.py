@@ -49,31 +49,6 @@ def check_ray_address(address: str | None) -> None:
         )
 
 
-def check_ray_config(cfg: RunnerConfig) -> None:
-    """The ray runner's keys are valid, and set only when the ray runner is used."""
-    if cfg.name != "ray":
-        if cfg.ray_address is not None:
-            raise ConfigError(
-                f"runner.ray_address is set but the runner is {cfg.name}; add --runner ray"
-            )
-        return
-    check_ray_address(cfg.ray_address)
-    if not cfg.ray_num_cpus_per_actor > 0:
-        raise ConfigError(
-            f"runner.ray_num_cpus_per_actor must be positive (fractions such as 0.5 are fine), "
-            f"got {cfg.ray_num_cpus_per_actor}"
-        )
-    if not cfg.ray_num_gpus_per_actor >= 0:
-        raise ConfigError(
-            f"runner.ray_num_gpus_per_actor must be 0 or more, got {cfg.ray_num_gpus_per_actor}"
-        )
-    if cfg.ray_num_gpus_per_actor > 0 and not cfg.actor_device.startswith("cuda"):
-        raise ConfigError(
-            "runner.ray_num_gpus_per_actor > 0 reserves GPUs for the actors but "
-            f"runner.actor_device is {cfg.actor_device}; set runner.actor_device=cuda"
-        )
-
-
 def import_ray() -> Any:
     """The ray module, or a one-line error saying how to install it."""
     try:

@@ -282,8 +282,7 @@ def _needed_gpus(point: PlannedPoint, where: str) -> int:
 def _check(point: PlannedPoint, machine: Machine, where: str) -> None:
     """Set ``skip`` and ``flags``, and validate everything that does not depend on the
     hardware (a skipped point is still checked, with its devices on the CPU)."""
-    from rlperf import registry
-    from rlperf.config.validate import validate
+    from rlperf import resolve
 
     point.skip = gpu_skip_reason(_needed_gpus(point, where), machine)
     if point.command == "train":
@@ -296,12 +295,8 @@ def _check(point: PlannedPoint, machine: Machine, where: str) -> None:
         point.skip = point.skip or _backend_skip_reason(point.infer, where)
     # Devices and CPUs were judged against the machine above (skip reasons); everything else
     # is checked as if that hardware were here, so a skipped point's typo still stops the sweep.
-    probe = copy.deepcopy(point.cfg)
-    probe.runner.cpu_affinity = probe.runner.actor_cpu_affinity = None
     try:
-        validate(probe)
-        probe.runner.learner_device = probe.runner.actor_device = "cpu"
-        registry.check_names(probe)
+        resolve.check(point.cfg, on_this_machine=False)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlperf import resolve
 from rlperf.config.load import apply_dict, dump_config, load_preset, set_key
 from rlperf.config.schema import RunConfig
-from rlperf.config.validate import validate
 from rlperf.core.checkpoint import atomic_write_text, list_checkpoints
 from rlperf.core.errors import ConfigError
 from rlperf.report.analysis import reward_metric
@@ -197,7 +197,7 @@ class TrialRunner:
         try:
             for key, value in keys.items():
                 set_key(cfg, key, value)
-            validate(cfg)
+            resolve.check(cfg)
         except ConfigError as exc:
             raise TrialInvalid(str(exc)) from None
         return cfg

@@ -1,19 +1,17 @@
-"""What rlperf knows about each runner, in one table, and the checks that read it.
+"""What rlperf knows about each runner, in one table.
 
 Every rule of the form "runner X cannot do Y" is a field of :class:`RunnerFacts`: the
-config checks, the registry (which envs to build, whether RND corrects for lag) and the
-tests' algorithm x runner matrix all read ``RUNNER_FACTS`` instead of lists of names.
-Adding a runner means a row here and its factory in ``registry.py``.
+config checks (:mod:`rlperf.checks`), the registry (which envs to build, whether RND
+corrects for lag) and the tests' algorithm x runner matrix all read ``RUNNER_FACTS``
+instead of lists of names. Adding a runner means a row here and its factory in
+``registry.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlperf.config.schema import RunConfig
-from rlperf.core.errors import ConfigError
-
-ALL_ENGINES = frozenset({"gymnasium", "envpool", "ale-vector"})
+from rlperf.envs.facts import ENGINES as ALL_ENGINES
 
 
 @dataclass(frozen=True)
@@ -36,6 +34,14 @@ class RunnerFacts:
     """Its actors can act with RND's policy (the extra intrinsic-value head)."""
     algorithms: frozenset[str] | None = None
     """The only algorithms it runs; None: every algorithm whose data and lag it serves."""
+    cuda: bool = True
+    """Its learner and actors may use a GPU (False: every process works on the CPU)."""
+    max_workers: int | None = None
+    """The most ``runner.num_workers`` it starts (None: as many as asked)."""
+    recurrent: bool = False
+    """Its actors act step by step with a recurrent state (the LSTM models)."""
+    acts_on_learner_device: frozenset[str] = frozenset()
+    """Data kinds for which it acts with the learner's own network (so on its device)."""
 
 
 RUNNER_FACTS: dict[str, RunnerFacts] = {
@@ -48,6 +54,8 @@ RUNNER_FACTS: dict[str, RunnerFacts] = {
         data_parallel=True,
         compile=True,
         rnd=True,
+        # DQN's transitions are played by the network being trained, between its steps
+        acts_on_learner_device=frozenset({"transitions"}),
     ),
     # the C++ engines run their own thread pools: behind worker processes they would only
     # add copies
@@ -66,49 +74,27 @@ RUNNER_FACTS: dict[str, RunnerFacts] = {
     # during its segment (A3C's Hogwild lag)
     # Its workers pickle the whole algorithm once at spawn; APPO's and IMPALA's shared
     # tensors do not survive that (their workers die at start), so only A3C runs here.
+    # Its model lives in CPU shared memory: CUDA tensors would need CUDA IPC and one device
+    # for every process, which it does not do. Its workers act step by step, so they can
+    # carry an LSTM's state.
     "hogwild": RunnerFacts(
-        frozenset({"rollout"}), 1, ALL_ENGINES, True, algorithms=frozenset({"a3c"})
+        frozenset({"rollout"}),
+        1,
+        ALL_ENGINES,
+        True,
+        algorithms=frozenset({"a3c"}),
+        cuda=False,
+        recurrent=True,
     ),
     # the play process acts with the weights of its last pull, updates behind the trainer
-    "play-train": RunnerFacts(frozenset({"transitions"}), 1, ALL_ENGINES, True),
+    "play-train": RunnerFacts(frozenset({"transitions"}), 1, ALL_ENGINES, True, max_workers=1),
     # synchronous (every actor acts with the current weights) when the algorithm needs lag
     # 0, asynchronous with the algorithm's lag bound otherwise
     "ray": RunnerFacts(frozenset({"rollout"}), 0, ALL_ENGINES, True),
 }
 
 
-def _names(fact: str) -> str:
+def runners_with(fact: str) -> str:
     """The runners with ``fact``, as prose: ``inproc, subprocess and decoupled``."""
     names = [n for n, f in RUNNER_FACTS.items() if getattr(f, fact)]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-
-def check_engine(runner: str, engine: str) -> None:
-    """Raise ConfigError when ``runner`` cannot drive env ``engine``."""
-    engines = RUNNER_FACTS[runner].engines
-    if engine not in engines:
-        raise ConfigError(
-            f"runner {runner} cannot drive engine {engine}: {engine} steps its envs in its own "
-            f"threads; use --runner inproc (engines for {runner}: {', '.join(sorted(engines))})"
-        )
-
-
-def check_runner_options(cfg: RunConfig) -> None:
-    """Raise ConfigError when ``cfg`` asks its runner for something it does not do."""
-    runner = cfg.runner
-    facts = RUNNER_FACTS[runner.name]
-    if runner.num_learners > 1 and not facts.data_parallel:
-        raise ConfigError(
-            f"runner.num_learners > 1 works with the {_names('data_parallel')} runners, not {runner.name}"
-        )
-    if runner.compile and not facts.compile:
-        raise ConfigError(
-            f"runner.compile works with the {_names('compile')} runners, not {runner.name}"
-        )
-    if facts.algorithms is not None and cfg.algo not in facts.algorithms:
-        raise ConfigError(
-            f"runner {runner.name} runs algorithm {', '.join(sorted(facts.algorithms))}, "
-            f"not {cfg.algo}"
-        )
-    if cfg.algo == "rnd" and not facts.rnd:
-        raise ConfigError(f"algorithm rnd runs on runners {_names('rnd')}, not {runner.name}")

@@ -1,0 +1,218 @@
+"""Every check a run's config passes before anything is built, in one place.
+
+:func:`check` is the one entry (:mod:`rlperf.resolve` calls it for every run; the sweep
+planner calls it for every point). The ranges of single keys live in
+:mod:`rlperf.config.validate`, which needs nothing but the config; everything that relates
+one part of a run to another is decided here from declared facts:
+
+- ``RUNNER_FACTS`` (runners/facts.py): data kinds, policy lag, engines, options, devices;
+- ``ALGORITHM_FACTS`` (algos/facts.py): data kind, lag bound, one learner or many;
+- ``ENV_FACTS`` (envs/facts.py): observations, engines, default model;
+- ``MODELS`` (models/catalog.py): what each model reads and its input size.
+
+Each refusal is one line (:class:`~rlperf.core.errors.ConfigError`, exit code 2) that names
+the setting and what would be valid. Nothing here builds an env, a network or a process.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+
+import torch
+
+from rlperf import registry
+from rlperf.algos.facts import ALGORITHM_FACTS
+from rlperf.config.schema import RunConfig, RunnerConfig
+from rlperf.config.validate import validate
+from rlperf.core.errors import ConfigError
+from rlperf.envs.facts import env_facts, env_kind
+from rlperf.envs.make import validate_env_id
+from rlperf.models.catalog import MODELS
+from rlperf.runners.facts import RUNNER_FACTS, runners_with
+from rlperf.runners.ray_cluster import check_ray_address
+
+
+def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
+    """Raise ConfigError on the first value, name or combination in ``cfg`` that cannot run.
+
+    ``on_this_machine=False`` leaves out what depends on this machine's hardware (devices,
+    CPUs): a sweep plans points for other machines and judges their hardware itself."""
+    validate(cfg)
+    _check_names(cfg)
+    if on_this_machine:
+        check_devices(cfg.runner)
+        check_cpus(cfg.runner)
+    _check_env(cfg)
+    _check_runner(cfg)
+    check_pairing(cfg)
+    _check_ray(cfg.runner)
+
+
+def _check_names(cfg: RunConfig) -> None:
+    _check_name("algorithm", cfg.algo, list(ALGORITHM_FACTS))
+    _check_name("runner", cfg.runner.name, list(RUNNER_FACTS))
+    validate_env_id(cfg.env.id)
+    registry.resolved_model_name(cfg)  # an unknown model is refused with the catalog's names
+
+
+def _check_name(kind: str, name: str, valid: list[str]) -> None:
+    if name not in valid:
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"unknown {kind} {name!r}{hint}; valid: {', '.join(valid)}")
+
+
+def check_devices(cfg: RunnerConfig) -> None:
+    """The learner and actor devices exist on this machine."""
+    for key, name in (
+        ("runner.learner_device", cfg.learner_device),
+        ("runner.actor_device", cfg.actor_device),
+    ):
+        device = torch.device(name)
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if count == 0:
+                raise ConfigError(
+                    f"{key}={name} but torch sees no CUDA device (torch {torch.__version__}); use cpu"
+                )
+            if device.index is not None and device.index >= count:
+                raise ConfigError(
+                    f"{key}={name} but only {count} CUDA device(s) are visible (cuda:0..cuda:{count - 1})"
+                )
+        elif device.type == "mps" and not torch.backends.mps.is_available():
+            raise ConfigError(f"{key}={name} but MPS is not available here; use cpu")
+
+
+def check_cpus(cfg: RunnerConfig) -> None:
+    """The CPUs the run is pinned to are CPUs this process may use."""
+    usable = (
+        os.sched_getaffinity(0)
+        if hasattr(os, "sched_getaffinity")
+        else set(range(os.cpu_count() or 1))
+    )
+    for key, cpus in (
+        ("runner.cpu_affinity", cfg.cpu_affinity),
+        ("runner.actor_cpu_affinity", cfg.actor_cpu_affinity),
+    ):
+        if cpus is None:
+            continue
+        bad = sorted(set(cpus) - usable)
+        if bad or not cpus:
+            raise ConfigError(
+                f"{key} names CPUs {bad} that this process cannot use; available: {sorted(usable)}"
+            )
+
+
+def _check_env(cfg: RunConfig) -> None:
+    """The engine can step the env, the model can read its observations, at its size."""
+    env_id, engine = cfg.env.id, cfg.env.engine
+    facts, kind = env_facts(env_id), env_kind(env_id)
+    if engine not in facts.engines:
+        raise ConfigError(
+            f"engine {engine} cannot step {env_id} ({kind} envs run on engine "
+            f"{', '.join(sorted(facts.engines))}); the C++ engines run Atari games only"
+        )
+    name = registry.resolved_model_name(cfg)
+    spec = MODELS[name]
+    if spec.observation != facts.observation:
+        fits = ", ".join(n for n, s in MODELS.items() if s.observation == facts.observation)
+        raise ConfigError(
+            f"model {name} reads {spec.observation} observations but {env_id} gives "
+            f"{facts.observation}: use --model {fits.split(', ')[0]} (models for it: {fits})"
+        )
+    # The thesis's models are cut for one frame size (their last conv spans the whole map);
+    # the Nature and NIPS CNNs adapt to any size.
+    if cfg.env.dim is not None and spec.kind == "conv" and spec.input_dim != cfg.env.dim:
+        raise ConfigError(
+            f"model {name} is designed for {spec.input_dim}x{spec.input_dim} inputs but env.dim "
+            f"is {cfg.env.dim}; leave env.dim unset or pick a model for that size (see `rlperf models`)"
+        )
+
+
+def _check_runner(cfg: RunConfig) -> None:
+    """The runner can drive the engine, on the devices, with the options and model asked."""
+    runner = cfg.runner
+    facts = RUNNER_FACTS[runner.name]
+    if cfg.env.engine not in facts.engines:
+        raise ConfigError(
+            f"runner {runner.name} cannot drive engine {cfg.env.engine}: {cfg.env.engine} steps "
+            f"its envs in its own threads; use --runner inproc (engines for {runner.name}: "
+            f"{', '.join(sorted(facts.engines))})"
+        )
+    if not facts.cuda and (runner.learner_device != "cpu" or runner.actor_device != "cpu"):
+        raise ConfigError(
+            f"the {runner.name} runner keeps its model in CPU shared memory: set "
+            "runner.learner_device and runner.actor_device to cpu"
+        )
+    if runner.num_learners > 1 and not facts.data_parallel:
+        raise ConfigError(
+            f"runner.num_learners > 1 works with the {runners_with('data_parallel')} runners, "
+            f"not {runner.name}"
+        )
+    if runner.compile and not facts.compile:
+        raise ConfigError(
+            f"runner.compile works with the {runners_with('compile')} runners, not {runner.name}"
+        )
+    if facts.max_workers is not None and runner.num_workers > facts.max_workers:
+        raise ConfigError(
+            f"the {runner.name} runner has {facts.max_workers} worker process: "
+            f"runner.num_workers must be {facts.max_workers} (use env.num_envs for more games)"
+        )
+    if facts.algorithms is not None and cfg.algo not in facts.algorithms:
+        raise ConfigError(
+            f"runner {runner.name} runs algorithm {', '.join(sorted(facts.algorithms))}, "
+            f"not {cfg.algo}"
+        )
+    if cfg.algo == "rnd" and not facts.rnd:
+        raise ConfigError(f"algorithm rnd runs on runners {runners_with('rnd')}, not {runner.name}")
+    if MODELS[registry.resolved_model_name(cfg)].lstm_size and not facts.recurrent:
+        raise ConfigError(
+            f"model {registry.resolved_model_name(cfg)} acts step by step with an LSTM state, which only the "
+            f"{runners_with('recurrent')} runner does; use --runner {runners_with('recurrent')}"
+        )
+    data_kind = ALGORITHM_FACTS[cfg.algo].data_kind
+    if data_kind in facts.acts_on_learner_device and runner.actor_device != runner.learner_device:
+        raise ConfigError(
+            f"with {cfg.algo} the {runner.name} runner acts with the learner's network: set "
+            "runner.actor_device equal to runner.learner_device (or use --runner play-train)"
+        )
+
+
+def check_pairing(cfg: RunConfig) -> None:
+    """Raise ConfigError when ``cfg.runner`` cannot feed ``cfg.algo`` (read from both facts
+    tables)."""
+    algo, runner = ALGORITHM_FACTS[cfg.algo], RUNNER_FACTS[cfg.runner.name]
+    if algo.data_kind not in runner.data_kinds:
+        raise ConfigError(
+            f"runner {cfg.runner.name} produces {', '.join(sorted(runner.data_kinds))} data but "
+            f"algorithm {cfg.algo} needs {algo.data_kind}"
+        )
+    bound = algo.policy_lag_bound(cfg)
+    if runner.policy_lag > bound:
+        raise ConfigError(
+            f"runner {cfg.runner.name} acts with a policy up to {runner.policy_lag} updates old; "
+            f"algorithm {cfg.algo} tolerates {bound} (use an algorithm that corrects for lag, "
+            "e.g. with V-trace)"
+        )
+    if cfg.runner.num_learners > 1 and algo.one_learner:
+        raise ConfigError(
+            f"algorithm {cfg.algo} learns in one process ({algo.one_learner}): "
+            "use runner.num_learners=1"
+        )
+
+
+def _check_ray(cfg: RunnerConfig) -> None:
+    """The ray runner's keys are valid, and set only when the ray runner is used."""
+    if cfg.name != "ray":
+        if cfg.ray_address is not None:
+            raise ConfigError(
+                f"runner.ray_address is set but the runner is {cfg.name}; add --runner ray"
+            )
+        return
+    check_ray_address(cfg.ray_address)
+    if cfg.ray_num_gpus_per_actor > 0 and not cfg.actor_device.startswith("cuda"):
+        raise ConfigError(
+            "runner.ray_num_gpus_per_actor > 0 reserves GPUs for the actors but "
+            f"runner.actor_device is {cfg.actor_device}; set runner.actor_device=cuda"
+        )

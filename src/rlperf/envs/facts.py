@@ -1,0 +1,56 @@
+"""What rlperf knows about each kind of environment, in one table.
+
+The third facts table beside ``runners/facts.py`` and ``algos/facts.py``: the config checks
+(:mod:`rlperf.checks`) read it to refuse an engine or a model that cannot serve an env, and
+``model.name=auto`` reads the default model from it.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Literal
+
+from rlperf.config.schema import Engine
+from rlperf.envs.make import is_atari
+
+ENGINES: frozenset[str] = frozenset(typing.get_args(Engine))
+"""Every env engine: gymnasium (Python envs), envpool and ale-vector (ALE in C++ threads)."""
+
+Observation = Literal["image", "features"]
+
+
+@dataclass(frozen=True)
+class EnvFacts:
+    """One kind of environment's observations, engines and default model."""
+
+    observation: Observation
+    """image: stacked frames for the conv models; features: a flat vector for the MLPs."""
+    engines: frozenset[str]
+    """Env engines that can step it."""
+    default_model: str
+    """What ``model.name=auto`` builds for it."""
+
+
+ENV_FACTS: dict[str, EnvFacts] = {
+    # ALE games: every engine; the Nature CNN unless a model is named
+    "atari": EnvFacts("image", ENGINES, "nature"),
+    # source 002's football games (rlperf's own and gfootball's): its 115 features, its MLP
+    "football": EnvFacts("features", frozenset({"gymnasium"}), "football-mlp"),
+    # any other gymnasium id (classic control and the like): a flat observation vector
+    "features": EnvFacts("features", frozenset({"gymnasium"}), "mlp"),
+}
+
+
+def env_kind(env_id: str) -> str:
+    """The row of :data:`ENV_FACTS` that ``env_id`` belongs to."""
+    if is_atari(env_id):
+        return "atari"
+    if "football" in env_id.lower():
+        return "football"
+    return "features"
+
+
+def env_facts(env_id: str) -> EnvFacts:
+    """What rlperf knows about ``env_id``'s kind of environment."""
+    return ENV_FACTS[env_kind(env_id)]
