@@ -7,6 +7,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,14 +30,27 @@ SHARED_DIRS = frozenset({"deploy", "report", "ray"})
 report's sweep, Ray's local cluster)."""
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for ``pytest -n N --dist loadgroup`` (make test): the modules of a SHARED_DIRS
     folder stay on one worker, and every other module is a group of its own, so no fixture
-    is built twice."""
+    is built twice. First among the hooks: xdist's own one reads the groups."""
     for item in items:
         parts = Path(item.path).relative_to(TESTS).parts
         group = parts[0] if parts[0] in SHARED_DIRS else "/".join(parts)
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Stop when ``--dist loadgroup`` is not grouping. It fails silently (pytest 9.2's
+    structured test ids and pytest-xdist 3.8: every group spread over all workers, the shared
+    fixtures built on each) and the suite then takes minutes longer for no visible reason."""
+    if node.config.getvalue("dist") == "loadgroup" and ids and not any("@" in i for i in ids):
+        raise pytest.UsageError(
+            "pytest-xdist's --dist loadgroup did not group the tests (their ids lack the @group "
+            "suffix): install the pytest and pytest-xdist versions that pyproject.toml allows"
+        )
 
 
 def shm_segments_of(pids: set[int]) -> set[str]:
