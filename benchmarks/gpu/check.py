@@ -74,7 +74,7 @@ class Budgets:
 
     @classmethod
     def dry(cls) -> Budgets:
-        return cls(env_seconds=0.3, train_s=4, variant_s=4, placement_s=3, pong_cap=12)
+        return cls(env_seconds=0.3, train_s=3, variant_s=3, placement_s=2, pong_cap=12)
 
 
 @dataclass
