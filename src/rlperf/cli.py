@@ -56,8 +56,10 @@ THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim):
                        unless the runner is given or the preset picks one with workers; env.num_envs
                        rounds up to a multiple of N, as RLlib rounds its batch up to whole
                        fragments); -w 0: the learner's process samples alone (runner inproc)
-  -s/--save-name NAME  the run directory becomes RUNS_ROOT/NAME
-  -i/--iters N         stop.iterations (a total: a resumed run counts the iterations already done)
+  -s/--save-name NAME  the run directory becomes RUNS_ROOT/NAME (not with -r: a resumed run keeps
+                       its directory)
+  -i/--iters N         train N iterations; with -r, N more after the checkpoint it resumes from (the
+                       thesis trained in stages of 1000); stop.iterations=N is always a total
   -c/--cpus N          the CPUs given to the job (RLlib's num_cpus): runner.cpu_affinity = the first
                        N CPUs of -a's list (or of this machine's); inproc learns on N torch threads
   -a/--set-affinity L  runner.cpu_affinity, a CPU list such as 0,1 or 0-3
@@ -171,12 +173,13 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         ("nan_policy", "nan_policy"),
         ("runs_root", "runs_root"),
         ("save_name", "run_name"),
-        ("iters", "stop.iterations"),
         ("set_affinity", "runner.cpu_affinity"),
     ]:
         value = getattr(args, flag)
         if value is not None:
             explicit.append((key, value))
+    if args.iters is not None:
+        explicit.append(("stop.iterations", _iterations_to_run(args)))
     if args.gpu is not None:
         explicit += _gpu_placement(args.gpu, args.driver_gpus)
     elif args.driver_gpus is not None:
@@ -186,6 +189,11 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
 
     if args.resume:
         run_dir = _run_dir_of(Path(args.resume))
+        if args.save_name is not None and args.save_name != run_dir.name:
+            raise ConfigError(
+                f"-s/--save-name {args.save_name} with --resume: a resumed run keeps its "
+                f"directory {run_dir}; drop -s, or start a new run without --resume"
+            )
         cfg = load_config_file(run_dir / "config.yaml")
         saved = {k: get_key(cfg, k) for k, _, _ in iter_fields()}
     else:
@@ -218,6 +226,18 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
                     f"{key} cannot change on resume (run has {saved[key]!r}, got {get_key(cfg, key)!r})"
                 )
     return cfg, args
+
+
+def _iterations_to_run(args: argparse.Namespace) -> int:
+    """``stop.iterations`` for ``-i N``: N, or on resume N more than the checkpoint holds
+    (``train_ppo.py`` continued from a checkpoint for another ``--iters``)."""
+    n = int_flag("-i/--iters", args.iters)
+    assert n is not None
+    if not args.resume:
+        return n
+    from rlperf.core.checkpoint import checkpoint_counters  # torch: only when resuming
+
+    return int(checkpoint_counters(Path(args.checkpoint or args.resume))["iteration"]) + n
 
 
 def _thesis_workers(cfg: RunConfig, workers: str, explicit_keys: set[str]) -> None:

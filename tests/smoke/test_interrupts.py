@@ -79,7 +79,7 @@ def test_resume_from_a_corrupted_checkpoint_names_the_previous(runs_root, capsys
         "--checkpoint",
         str(previous),
         "-i",
-        "4",
+        "2",  # two more after the checkpoint's two
         "--no-progress",
     )
     assert code == 0, err
@@ -91,7 +91,7 @@ def test_resume_naming_an_older_checkpoint_keeps_the_abandoned_line(runs_root, c
     args += ["ppo.update_epochs=1"]
     assert _train(capsys, *args, "checkpoint.every=1", "-i", "3")[0] == 0
     first = sorted((runs_root / "r" / "checkpoints").glob("ckpt_*"))[0]
-    code, err = _train(capsys, "--resume", str(first), "-i", "2", "--no-progress")
+    code, err = _train(capsys, "--resume", str(first), "-i", "1", "--no-progress")
     assert code == 0, err
     assert [r["iteration"] for r in read_metrics(runs_root / "r")] == [1, 2]
     (aside,) = (runs_root / "r" / "superseded").iterdir()

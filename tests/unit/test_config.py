@@ -1,6 +1,7 @@
 """Configuration: presets, overrides, thesis aliases, and one-line errors with exit code 2."""
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -312,7 +313,15 @@ def test_a_run_directory_keeps_only_its_own_algorithm_section(tmp_path) -> None:
     assert "appo" in saved and not {"ppo", "impala", "dqn", "a3c", "rnd"} & set(saved)
     assert {"env", "model", "runner", "stop", "checkpoint", "telemetry"} <= set(saved)
     run = str(tmp_path / "run")
-    assert main(["train", "--resume", run, "--no-progress", "-i", "2"]) == 0  # resumes
+    # -i with a resume means that many more iterations (the thesis trained in stages)
+    assert main(["train", "--resume", run, "--no-progress", "-i", "2"]) == 0
+    rows = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(r)["iteration"] for r in rows] == [1, 2, 3]
+    # -s names a new run's directory: with --resume it is refused, not ignored
+    with pytest.raises(ConfigError, match="a resumed run keeps its directory"):
+        build_train_config(["--resume", run, "-s", "elsewhere", "-i", "1"])
+    cfg, _ = build_train_config(["--resume", run, "-s", "run", "-i", "1"])
+    assert cfg.stop.iterations == 4
 
 
 def test_a_frameskip_range_is_for_the_gymnasium_engine_only():

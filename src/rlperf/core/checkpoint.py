@@ -188,6 +188,20 @@ def resolve_checkpoint(path: Path) -> Path:
     return found[-1]
 
 
+def checkpoint_counters(path: Path) -> dict[str, Any]:
+    """The counters (iteration, env steps...) of the checkpoint ``path`` names (anything
+    :func:`resolve_checkpoint` accepts), read from its JSON tree alone: no tensor is loaded,
+    so a resume can plan its budget before the run is built."""
+    ckpt = resolve_checkpoint(path)
+    try:
+        return dict(json.loads((ckpt / TREE_FILE).read_text())["state"]["counters"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(
+            f"checkpoint {ckpt} has no readable counters ({type(exc).__name__}: {exc})"
+            + _previous_hint(ckpt)
+        ) from None
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """Load and verify a checkpoint (anything :func:`resolve_checkpoint` accepts)."""
     ckpt = resolve_checkpoint(path)

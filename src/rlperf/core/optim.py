@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Self
 
@@ -16,8 +18,28 @@ from rlperf.core.protocols import Algorithm, OptimizerSpec
 PRECISIONS = ("fp32", "bf16")
 
 
+def _skip_the_compiler_import() -> None:
+    """Let torch.optim's bookkeeping methods run without importing torch's compiler.
+
+    ``Optimizer.zero_grad``, ``state_dict``, ``load_state_dict`` and ``add_param_group`` are
+    wrapped so that torch.compile skips them; the wrapper imports ``torch._dynamo`` on its
+    first call to build that skip, and caches it on the function as ``__dynamo_disable``.
+    That import costs about 1.5 s of CPU in every process that trains (half of a training
+    process's start on a 2-vCPU machine, docs/benchmarks.md), for a compiler an eager run
+    never uses. Caching the plain function instead changes nothing for rlperf: it never
+    compiles code that calls the optimizer (``runner.compile`` compiles the policy's
+    forward). Done once, and only while the compiler is not loaded anyway."""
+    if "torch._dynamo" in sys.modules:
+        return
+    for name in ("zero_grad", "state_dict", "load_state_dict", "add_param_group"):
+        plain = getattr(vars(torch.optim.Optimizer).get(name), "__wrapped__", None)
+        if plain is not None and getattr(plain, "__dynamo_disable", None) is None:
+            plain.__dynamo_disable = plain
+
+
 def build_optimizer(params: Iterable[nn.Parameter], spec: OptimizerSpec) -> torch.optim.Optimizer:
     """The torch optimizer named by ``spec``."""
+    _skip_the_compiler_import()
     if spec.name == "adam":
         # foreach kernels: one fused pass over all parameters instead of one per tensor.
         return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
@@ -49,6 +71,11 @@ class LocalGradientStep:
             raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.params, spec)
+        # The update itself, without the wrapper torch puts around every optimizer's step,
+        # which imports torch's compiler on its first call (see _skip_the_compiler_import)
+        # to mark a graph break, then runs the update without autograd, as done here. The
+        # wrapper also runs step hooks and profiler labels, which rlperf does not use.
+        self._update = inspect.unwrap(type(self.optimizer).step)
         self.device = device
         self.precision = precision
         self.guard: NonFiniteGuard | None = None
@@ -83,7 +110,11 @@ class LocalGradientStep:
             if self.guard.found(where):  # skip_update: this step never happened
                 self.optimizer.zero_grad(set_to_none=True)
                 return grad_norm
-        self.optimizer.step()
+        if "torch._dynamo" in sys.modules:  # loaded anyway (a compiled run): torch's own path
+            self.optimizer.step()
+        else:
+            with torch.no_grad():
+                self._update(self.optimizer)
         return grad_norm
 
     def set_learning_rate(self, lr: float) -> None:
