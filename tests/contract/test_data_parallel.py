@@ -59,6 +59,6 @@ def test_a_run_with_two_learners_counts_both_and_resumes(runs_root):
     assert manifest["status"] == "completed" and manifest["resources"]["num_learners"] == 2
     assert (run_dir / "checkpoints" / "latest").read_text().startswith("ckpt_00000003_")
 
-    resumed = rlperf_subprocess("train", "--resume", str(run_dir), "-i", "5", *common)
+    resumed = rlperf_subprocess("train", "--resume", str(run_dir), "stop.iterations=5", *common)
     assert resumed.returncode == 0, resumed.stderr
     assert [r["iteration"] for r in read_metrics(run_dir)] == [1, 2, 3, 4, 5]

@@ -256,7 +256,7 @@ def test_a_resumed_dqn_run_continues_and_refills_its_replay(runs_root, capsys):
     assert main(["train", *args, "-i", "3"]) == 0
     run_dir = runs_root / "resume"
     before = read_metrics(run_dir)
-    assert main(["train", "--resume", str(run_dir), "-i", "5", "--no-progress"]) == 0
+    assert main(["train", "--resume", str(run_dir), "stop.iterations=5", "--no-progress"]) == 0
     records = read_metrics(run_dir)
     assert [r["iteration"] for r in records] == [1, 2, 3, 4, 5]
     assert records[3]["timesteps_total"] == 800

@@ -47,7 +47,7 @@ def test_resumed_run_ends_with_identical_parameters(runs_root, env_args):
     )
     assert first.returncode == 0, first.stderr
     resumed = rlperf_subprocess(
-        "train", "--resume", str(runs_root / "split"), "-i", "5", "--no-progress"
+        "train", "--resume", str(runs_root / "split"), "stop.iterations=5", "--no-progress"
     )
     assert resumed.returncode == 0, resumed.stderr
 

@@ -59,7 +59,9 @@ def test_a_full_disk_stops_the_run_cleanly_and_it_resumes(small_disk: Path) -> N
     last = Path(line.rsplit(" ", 1)[1])
     state = load_checkpoint(last)  # intact
     _remount(small_disk, "size=20m")
-    resumed = rlperf_subprocess("train", "--resume", str(run_dir), "--no-progress", "-i", "40")
+    resumed = rlperf_subprocess(
+        "train", "--resume", str(run_dir), "--no-progress", "stop.iterations=40"
+    )
     assert resumed.returncode == 0, resumed.stderr
     rows = [r["iteration"] for r in read_metrics(run_dir)]
     assert rows == list(range(1, 41))
@@ -75,7 +77,7 @@ def test_a_read_only_disk_is_one_line_and_nothing_changes(small_disk: Path) -> N
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     _remount(small_disk, "ro")
     for args in (
-        ("--resume", str(run_dir), "-i", "4"),
+        ("--resume", str(run_dir), "stop.iterations=4"),
         (*TRAIN, "--runs-root", str(small_disk), "-s", "other", "-i", "2"),
     ):
         done = rlperf_subprocess("train", "--no-progress", *args)

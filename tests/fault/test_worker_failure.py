@@ -108,7 +108,7 @@ def test_sigkilled_worker_stops_the_run_with_a_checkpoint_and_resume_continues(r
     assert not shm_segments_of({proc.pid, *(w.pid for w in workers)})  # nothing left
 
     resumed = rlperf_subprocess(
-        "train", "--resume", str(run_dir), "-i", str(done + 2), "--no-progress"
+        "train", "--resume", str(run_dir), f"stop.iterations={done + 2}", "--no-progress"
     )
     assert resumed.returncode == 0, resumed.stderr
     assert "episodes restart on resume" in resumed.stderr

@@ -71,7 +71,10 @@ def test_resumed_run_equals_uninterrupted_run(runs_root):
     ]
     assert main([*common, "-s", "straight", "-i", "5"]) == 0
     assert main([*common, "-s", "split", "-i", "3"]) == 0
-    assert main(["train", "--resume", str(runs_root / "split"), "-i", "5", "--no-progress"]) == 0
+    assert (
+        main(["train", "--resume", str(runs_root / "split"), "stop.iterations=5", "--no-progress"])
+        == 0
+    )
     a = load_file(str(resolve_checkpoint(runs_root / "straight") / "state.safetensors"))
     b = load_file(str(resolve_checkpoint(runs_root / "split") / "state.safetensors"))
     algo_keys = [k for k in a if k.startswith("algorithm.")]
