@@ -39,7 +39,7 @@ demo: $(STAMP)
 # One pytest worker per core; a folder whose tests share fixtures stays on one worker
 # (tests/conftest.py). `$(VENV)/bin/python -m pytest -q` runs them one after the other.
 test: $(STAMP) browser
-	$(VENV)/bin/python -m pytest -q -n auto --dist loadgroup
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -30,15 +30,59 @@ SHARED_DIRS = frozenset({"deploy", "report", "ray"})
 report's sweep, Ray's local cluster)."""
 
 
+GROUP_SECONDS = TESTS / "group_seconds.json"
+"""Seconds each group took in a recorded run (``pytest --record-group-seconds``): the suite
+starts the longest groups first, so no long group is left to run alone at the end."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-group-seconds",
+        action="store_true",
+        help=f"write each test group's seconds to {GROUP_SECONDS.name} (the order of make test)",
+    )
+
+
+def _group(item: pytest.Item) -> str:
+    parts = Path(item.path).relative_to(TESTS).parts
+    return parts[0] if parts[0] in SHARED_DIRS else "/".join(parts)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for ``pytest -n N --dist loadgroup`` (make test): the modules of a SHARED_DIRS
     folder stay on one worker, and every other module is a group of its own, so no fixture
-    is built twice. First among the hooks: xdist's own one reads the groups."""
+    is built twice. First among the hooks: xdist's own one reads the groups.
+
+    The longest groups of the recorded run come first (stable: the others keep pytest's
+    order); make test keeps that order (``--no-loadscope-reorder``) instead of xdist's,
+    which starts the groups with the most tests first."""
+    seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
+    items.sort(key=lambda item: -seconds.get(_group(item), 0.0))
     for item in items:
-        parts = Path(item.path).relative_to(TESTS).parts
-        group = parts[0] if parts[0] in SHARED_DIRS else "/".join(parts)
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+
+_seconds_by_group: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum each group's setup, call and teardown (on xdist's controller: every worker's)."""
+    path, _, rest = report.nodeid.partition("::")
+    group = rest.rpartition("@")[2] if "@" in rest else _group_of_path(path)
+    _seconds_by_group[group] = _seconds_by_group.get(group, 0.0) + report.duration
+
+
+def _group_of_path(path: str) -> str:
+    parts = Path(path).parts[1:]  # tests/<...>
+    return parts[0] if parts and parts[0] in SHARED_DIRS else "/".join(parts)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    worker = hasattr(session.config, "workerinput")
+    if session.config.getoption("--record-group-seconds") and not worker and _seconds_by_group:
+        ranked = sorted(_seconds_by_group.items(), key=lambda kv: -kv[1])
+        GROUP_SECONDS.write_text(json.dumps({k: round(v, 1) for k, v in ranked}, indent=1) + "\n")
 
 
 @pytest.hookimpl(optionalhook=True)
