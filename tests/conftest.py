@@ -43,8 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _group(item: pytest.Item) -> str:
-    parts = Path(item.path).relative_to(TESTS).parts
+def _group(path: Path) -> str:
+    """The group of the test module at ``path`` (relative to tests/, or absolute)."""
+    parts = (path.relative_to(TESTS) if path.is_absolute() else path).parts
     return parts[0] if parts[0] in SHARED_DIRS else "/".join(parts)
 
 
@@ -58,9 +59,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order); make test keeps that order (``--no-loadscope-reorder``) instead of xdist's,
     which starts the groups with the most tests first."""
     seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
-    items.sort(key=lambda item: -seconds.get(_group(item), 0.0))
+    items.sort(key=lambda item: -seconds.get(_group(Path(item.path)), 0.0))
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
+        item.add_marker(pytest.mark.xdist_group(_group(Path(item.path))))
 
 
 _seconds_by_group: dict[str, float] = {}
@@ -69,13 +70,8 @@ _seconds_by_group: dict[str, float] = {}
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Sum each group's setup, call and teardown (on xdist's controller: every worker's)."""
     path, _, rest = report.nodeid.partition("::")
-    group = rest.rpartition("@")[2] if "@" in rest else _group_of_path(path)
+    group = rest.rpartition("@")[2] if "@" in rest else _group(Path(*Path(path).parts[1:]))
     _seconds_by_group[group] = _seconds_by_group.get(group, 0.0) + report.duration
-
-
-def _group_of_path(path: str) -> str:
-    parts = Path(path).parts[1:]  # tests/<...>
-    return parts[0] if parts and parts[0] in SHARED_DIRS else "/".join(parts)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -119,7 +119,7 @@ def _check_env(cfg: RunConfig) -> None:
         fits = ", ".join(n for n, s in MODELS.items() if s.observation == facts.observation)
         raise ConfigError(
             f"model {name} reads {spec.observation} observations but {env_id} gives "
-            f"{facts.observation}: use --model {fits.split(', ')[0]} (models for it: {fits})"
+            f"{facts.observation}: use --model {facts.default_model} (models for it: {fits})"
         )
     # The thesis's models are cut for one frame size (their last conv spans the whole map);
     # the Nature and NIPS CNNs adapt to any size.
