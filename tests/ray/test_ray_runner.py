@@ -213,10 +213,13 @@ def test_actors_with_crashing_or_stalling_envs_are_replaced(
     actors = _actors(runs_root / name)
     assert max(a["incarnation"] for a in actors) >= 1
     # No actor outlives the run: neither the replaced ones (named with their pid in the
-    # messages) nor the last ones (in the manifest).
+    # messages) nor the last ones (in the manifest). ray.kill returns before the raylet has
+    # ended the process, which on a busy machine took more than a second: wait up to 15 s.
     pids = {int(p) for p in re.findall(r"pid (\d+) on node", result.stderr)}
     pids |= {a["pid"] for a in actors}
-    time.sleep(1.0)
+    deadline = time.monotonic() + 15.0
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert [p for p in pids if _alive(p)] == []
 
 
