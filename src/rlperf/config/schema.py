@@ -454,6 +454,8 @@ class RunnerConfig(Section):
     """ray runner: when an actor fails and may not be restarted, continue with the actors left (smaller batches) instead of stopping."""
     ray_address: str | None = None
     """ray runner: the cluster to join: auto, HOST:PORT (ray start --head's address) or ray://HOST:PORT (Ray Client); unset = a private local Ray for this run."""
+    ray_num_cpus: int | None = None
+    """ray runner: the CPUs declared to the private local Ray (ray.init(num_cpus=N), the thesis's -c); unset = this machine's count. A declaration to Ray's scheduler, not a limit: pin with runner.cpu_affinity."""
     ray_num_cpus_per_actor: float = 1.0
     """ray runner: CPUs Ray reserves for each rollout actor (fractions allowed, e.g. 0.5)."""
     ray_num_gpus_per_actor: float = 0.0

@@ -65,6 +65,7 @@ def validate(cfg: RunConfig) -> None:
         ("runner.actor_threads", runner.actor_threads),
         ("runner.act_threads", runner.act_threads),
         ("runner.num_learners", runner.num_learners),
+        ("runner.ray_num_cpus", runner.ray_num_cpus),
         ("runner.slots_per_actor", runner.slots_per_actor),
         ("runner.play_chunk_steps", runner.play_chunk_steps),
         ("runner.play_queue_chunks", runner.play_queue_chunks),

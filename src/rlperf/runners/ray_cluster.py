@@ -89,7 +89,7 @@ def connect(cfg: RunnerConfig) -> RayConnection:
         if cfg.ray_address is None:
             ray.init(
                 address="local",
-                num_cpus=os.cpu_count() or 1,
+                num_cpus=cfg.ray_num_cpus or os.cpu_count() or 1,
                 include_dashboard=cfg.ray_dashboard,
                 dashboard_host="127.0.0.1",
                 **quiet,
