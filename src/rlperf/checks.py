@@ -26,7 +26,7 @@ from rlperf.algos.facts import ALGORITHM_FACTS
 from rlperf.config.schema import RunConfig, RunnerConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
-from rlperf.envs.facts import env_facts, env_kind
+from rlperf.envs.facts import ENV_FACTS, env_kind
 from rlperf.envs.make import validate_env_id
 from rlperf.models.catalog import MODELS
 from rlperf.runners.facts import RUNNER_FACTS, runners_with
@@ -107,7 +107,8 @@ def check_cpus(cfg: RunnerConfig) -> None:
 def _check_env(cfg: RunConfig) -> None:
     """The engine can step the env, the model can read its observations, at its size."""
     env_id, engine = cfg.env.id, cfg.env.engine
-    facts, kind = env_facts(env_id), env_kind(env_id)
+    kind = env_kind(env_id)
+    facts = ENV_FACTS[kind]
     if engine not in facts.engines:
         raise ConfigError(
             f"engine {engine} cannot step {env_id} ({kind} envs run on engine "
@@ -166,9 +167,10 @@ def _check_runner(cfg: RunConfig) -> None:
         )
     if cfg.algo == "rnd" and not facts.rnd:
         raise ConfigError(f"algorithm rnd runs on runners {runners_with('rnd')}, not {runner.name}")
-    if MODELS[registry.resolved_model_name(cfg)].lstm_size and not facts.recurrent:
+    model = registry.resolved_model_name(cfg)
+    if MODELS[model].lstm_size and not facts.recurrent:
         raise ConfigError(
-            f"model {registry.resolved_model_name(cfg)} acts step by step with an LSTM state, which only the "
+            f"model {model} acts step by step with an LSTM state, which only the "
             f"{runners_with('recurrent')} runner does; use --runner {runners_with('recurrent')}"
         )
     data_kind = ALGORITHM_FACTS[cfg.algo].data_kind
