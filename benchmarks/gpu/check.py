@@ -255,7 +255,7 @@ class Check:
             [
                 *RLPERF,
                 "sweep",
-                self.placements_sweep(),
+                self.placements_sweep(step),
                 "-o",
                 str(sweep),
                 f"stop.wall_time_s={self.budgets.placement_s:g}",
@@ -274,21 +274,30 @@ class Check:
         self.run(step, [*RLPERF, "report", *runs, "-o", str(report)], 120)
         self.keep_figures(report)
 
-    def placements_sweep(self) -> str:
-        """The shipped sweep; dry, a copy with 2 workers a point, 64 steps each and 1 epoch (points set
-        their own worker counts, which command-line overrides do not change)."""
-        if not self.dry:
+    def placements_sweep(self, step: Step) -> str:
+        """The shipped sweep; a copy when dry (2 workers a point, 64 steps each, 1 epoch:
+        points set their own worker counts, which command-line overrides do not change) or
+        when Ray is not installed (the GPU machine carries no Ray wheel: over the carry
+        limit), where the points' workers are env worker processes (runner subprocess)
+        acting in the learner, and the summary says so."""
+        import importlib.util
+
+        has_ray = importlib.util.find_spec("ray") is not None
+        if not self.dry and has_ray:
             return "thesis-placements"
         import yaml
 
         spec = yaml.safe_load(
             (ROOT / "src/rlperf/sweep/presets/thesis-placements.yaml").read_text()
         )
-        spec["base"].update({"ppo.update_epochs": 1, "ppo.num_steps": 64})
-        for point in spec["points"]:
-            point.pop("runner.num_workers", None)
-            point.setdefault("runner", {})["num_workers"] = 2
-        path = self.work / "thesis-placements-dry.yaml"
+        if self.dry:
+            spec["base"].update({"ppo.update_epochs": 1, "ppo.num_steps": 64})
+            for point in spec["points"]:
+                point["workers"] = 2
+        if not has_ray:
+            spec["base"]["runner.name"] = "subprocess"
+            step.figures["runner"] = "subprocess (Ray not installed)"
+        path = self.work / "thesis-placements-copy.yaml"
         path.write_text(yaml.safe_dump(spec))
         return str(path)
 

@@ -205,11 +205,12 @@ def check_pairing(cfg: RunConfig) -> None:
 
 
 def _check_ray(cfg: RunnerConfig) -> None:
-    """The ray runner's keys are valid, and set only when the ray runner is used."""
-    if cfg.name != "ray":
+    """The Ray runners' keys are valid, and set only when a Ray runner is used."""
+    if not RUNNER_FACTS[cfg.name].on_ray:
         if cfg.ray_address is not None:
             raise ConfigError(
-                f"runner.ray_address is set but the runner is {cfg.name}; add --runner ray"
+                f"runner.ray_address is set but the runner is {cfg.name}; add --runner "
+                f"{runners_with('on_ray').replace(' and ', ' or ')}"
             )
         return
     check_ray_address(cfg.ray_address)

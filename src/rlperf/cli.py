@@ -27,7 +27,14 @@ from rlperf.config.load import (
     type_name,
 )
 from rlperf.config.schema import ModelConfig, RunConfig
+from rlperf.config.thesis_options import (
+    THESIS_PRESET,
+    apply_workers,
+    gpu_placement,
+    worker_gpu_share,
+)
 from rlperf.core.errors import ConfigError, UserInputError
+from rlperf.runners.facts import RUNNER_FACTS
 
 EXIT_USAGE = 2
 
@@ -46,16 +53,19 @@ def _config_keys_help() -> str:
     return "\n".join(lines)
 
 
-THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim):
+THESIS_ALIASES = """thesis aliases (train_ppo.py options, accepted verbatim; -w, -g, -d or -m 1..6
+without --preset train with the thesis's PPO, preset rllib-2021):
   -m/--model 1..6      model.name=thesis-N (names such as nature, mlp work too)
   -g/--gpu             none|gpu0|gpu1|both: the visible GPUs (CUDA_VISIBLE_DEVICES); the learner
-                       goes on a GPU when any is visible, actors take what the learner leaves
-  -d/--driver-gpus X   GPUs for the learner (RLlib's driver); with X < visible GPUs the actors get
-                       a GPU too, with X = 0 the learner stays on the CPU
-  -w/--workers N       RLlib 1.1's num_workers: N rollout worker processes (--runner subprocess
-                       unless the runner is given or the preset picks one with workers; env.num_envs
-                       rounds up to a multiple of N, as RLlib rounds its batch up to whole
-                       fragments); -w 0: the learner's process samples alone (runner inproc)
+                       goes on a GPU when any is visible, workers take what the learner leaves
+  -d/--driver-gpus X   GPUs for the learner (RLlib's driver); the rest is divided equally among
+                       the workers (each reserves its share of a GPU, Ray picks which: with
+                       -g both -d 0.001 both GPUs); with X = 0 the learner stays on the CPU
+  -w/--workers N       RLlib 1.1's num_workers: N rollout worker processes (runner rllib), each
+                       acting with its own policy copy, the new weights sent to every worker
+                       after each update (the update phase); one env per worker
+                       (--envs-per-worker K: K), the train batch rounded up to whole rounds of
+                       fragments as RLlib did; -w 0: the learner's process samples alone
   -s/--save-name NAME  the run directory becomes RUNS_ROOT/NAME (not with -r: a resumed run keeps
                        its directory)
   -i/--iters N         train N iterations; with -r, N more after the checkpoint it resumes from (the
@@ -136,25 +146,6 @@ def _train_parser() -> ArgumentParser:
     return p
 
 
-def _gpu_placement(gpu: str, driver_gpus: str | None) -> list[tuple[str, object]]:
-    """Map the thesis's -g/-d onto learner/actor devices (see THESIS_ALIASES)."""
-    visible = {"none": "", "gpu0": "0", "gpu1": "1", "both": "0,1"}[gpu]
-    os.environ["CUDA_VISIBLE_DEVICES"] = visible  # before anything initialises CUDA
-    count = len(visible.split(",")) if visible else 0
-    try:
-        driver = float(driver_gpus) if driver_gpus is not None else 1.0
-    except ValueError:
-        raise ConfigError(f"--driver-gpus must be a number, got {driver_gpus!r}") from None
-    if driver < 0:
-        raise ConfigError(f"--driver-gpus must be zero or positive, got {driver_gpus}")
-    if count == 0:
-        return [("runner.learner_device", "cpu"), ("runner.actor_device", "cpu")]
-    learner = "cuda:0" if driver > 0 else "cpu"
-    leftover = count - driver
-    actor = "cpu" if leftover <= 1e-9 else ("cuda:1" if count == 2 and driver >= 1 else "cuda:0")
-    return [("runner.learner_device", learner), ("runner.actor_device", actor)]
-
-
 FROZEN_ON_RESUME = ("algo", "env.id", "env.engine", "model.")
 
 
@@ -181,8 +172,14 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
             explicit.append((key, value))
     if args.iters is not None:
         explicit.append(("stop.iterations", _iterations_to_run(args)))
+    placement = None
     if args.gpu is not None:
-        explicit += _gpu_placement(args.gpu, args.driver_gpus)
+        placement = gpu_placement(args.gpu, args.driver_gpus)
+        os.environ["CUDA_VISIBLE_DEVICES"] = placement.visible  # before anything starts CUDA
+        explicit += [
+            ("runner.learner_device", placement.learner_device),
+            ("runner.actor_device", placement.actor_device),
+        ]
     elif args.driver_gpus is not None:
         raise ConfigError("--driver-gpus needs --gpu (gpu0, gpu1 or both)")
     explicit += config_overrides(rest)
@@ -201,13 +198,29 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         cfg, saved = RunConfig(), None
     if args.checkpoint and not args.resume:
         raise ConfigError("--checkpoint needs --resume RUN_DIR")
-    for preset in args.preset:
+    presets = list(args.preset)
+    if not presets and saved is None and _thesis_command(args):
+        # train_ppo.py's own commands train with the thesis's PPO, not CleanRL's
+        presets = [THESIS_PRESET]
+    for preset in presets:
         apply_dict(cfg, load_preset(preset), f"preset {preset}")
     for key, value in explicit:
         set_key(cfg, key, value)
     if args.workers is not None:
-        _thesis_workers(cfg, args.workers, explicit_keys)
-    if args.envs_per_worker is not None:
+        workers = int_flag("-w/--workers", args.workers, minimum=0)
+        assert workers is not None
+        epw = int_flag("--envs-per-worker", args.envs_per_worker)
+        note = apply_workers(cfg, workers, given=explicit_keys, envs_per_worker=epw)
+        if note:
+            print(f"rlperf: -w {workers}: {note}", file=sys.stderr)
+        if (
+            placement is not None
+            and RUNNER_FACTS[cfg.runner.name].on_ray
+            and cfg.runner.actor_device != "cpu"
+            and "runner.ray_num_gpus_per_actor" not in explicit_keys
+        ):
+            cfg.runner.ray_num_gpus_per_actor = worker_gpu_share(placement.actor_gpus, workers)
+    elif args.envs_per_worker is not None:
         set_key(
             cfg,
             "env.num_envs",
@@ -241,39 +254,11 @@ def _iterations_to_run(args: argparse.Namespace) -> int:
     return int(checkpoint_counters(Path(args.checkpoint or args.resume))["iteration"]) + n
 
 
-def _thesis_workers(cfg: RunConfig, workers: str, explicit_keys: set[str]) -> None:
-    """-w N with RLlib 1.1's meaning (see THESIS_ALIASES); one line when it cannot be honoured."""
-    n = int_flag("-w/--workers", workers, minimum=0)
-    runner = cfg.runner
-    if n == 0:
-        if "runner.name" in explicit_keys and runner.name != "inproc":
-            raise ConfigError(
-                f"-w 0 means the learner's process samples alone (runner inproc); runner "
-                f"{runner.name} needs -w 1 or more"
-            )
-        runner.name, runner.num_workers = "inproc", 1
-        return
-    if runner.name == "inproc" and "runner.name" not in explicit_keys:
-        runner.name = "subprocess"  # N env worker processes, acting in the learner
-    if runner.name == "inproc":
-        raise ConfigError(
-            f"-w {n}: runner inproc has no worker processes; use -w 0, or runner subprocess, "
-            "decoupled, ray or hogwild"
-        )
-    runner.num_workers = n
-    if cfg.env.num_envs % n:
-        if "env.num_envs" in explicit_keys:
-            raise ConfigError(
-                f"-w {n} must divide env.num_envs ({cfg.env.num_envs}): every worker steps "
-                "the same number of envs"
-            )
-        rounded = -(-cfg.env.num_envs // n) * n
-        print(
-            f"rlperf: -w {n}: env.num_envs {cfg.env.num_envs} -> {rounded}, {rounded // n} per "
-            "worker (RLlib also rounds its train batch up to whole fragments)",
-            file=sys.stderr,
-        )
-        cfg.env.num_envs = rounded
+def _thesis_command(args: argparse.Namespace) -> bool:
+    """Whether the command uses train_ppo.py's own options: -w, -g, -d, or -m with a thesis
+    model number (the names of rlperf's models are not the thesis's)."""
+    thesis_model = args.model is not None and str(args.model).isdigit()
+    return thesis_model or any(v is not None for v in (args.workers, args.gpu, args.driver_gpus))
 
 
 def _thesis_cpus(cfg: RunConfig, cpus: str) -> None:

@@ -126,9 +126,11 @@ def _ray(
 ) -> Runner:
     # Imported here: Ray is an optional dependency (pip install "rlperf[ray]").
     from rlperf.runners.ray_actors import RayRunner
+    from rlperf.runners.rllib_workers import RLlibWorkers
 
+    runner_class = RLlibWorkers if cfg.runner.name == RLlibWorkers.name else RayRunner
     obs_shape = tuple(spaces.observation.shape or ())
-    return RayRunner(
+    return runner_class(
         cfg.runner,
         algo,
         num_envs=cfg.env.num_envs,
@@ -179,6 +181,7 @@ RUNNERS: dict[str, RunnerFactory] = {
     "decoupled": _decoupled,
     "play-train": _play_train,
     "ray": _ray,
+    "rllib": _ray,
     "hogwild": _hogwild,
 }
 

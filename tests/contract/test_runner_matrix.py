@@ -41,13 +41,13 @@ def _train(runs_root, algo: str, runner: str, *extra: str) -> int:
 
 
 def _pairs(valid: bool) -> list[tuple[str, str]]:
-    """Every (algorithm, runner) that RUNNER_FACTS allows (or refuses). Ray's pairs train
-    in tests/ray on the cluster those tests share."""
+    """Every (algorithm, runner) that RUNNER_FACTS allows (or refuses). The Ray runners'
+    pairs train in tests/ray on the cluster those tests share."""
     return [
         (algo, runner)
         for algo in registry.ALGORITHMS
         for runner in RUNNER_FACTS
-        if runner != "ray" and allowed(algo, runner) == valid
+        if not RUNNER_FACTS[runner].on_ray and allowed(algo, runner) == valid
     ]
 
 

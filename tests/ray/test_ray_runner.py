@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import tempfile
 import time
 import uuid
@@ -18,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlperf import registry
 from rlperf.cli import main
@@ -257,20 +259,74 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("algo", [a for a in registry.ALGORITHMS if allowed(a, "ray")])
-def test_every_algorithm_the_facts_allow_trains_on_ray(two_nodes, runs_root: Path, algo) -> None:
-    # The ray column of tests/contract/test_runner_matrix.py, on the cluster shared here
-    # (before the test that shuts it down).
+# PPO on the rllib runner: test_w_n_runs_rllib_rollout_workers_that_each_hold_the_policy
+RAY_PAIRS = [
+    (algo, runner)
+    for runner in ("ray", "rllib")
+    for algo in registry.ALGORITHMS
+    if allowed(algo, runner) and (runner, algo) != ("rllib", "ppo")
+]
+
+
+@pytest.mark.parametrize(("algo", "runner"), RAY_PAIRS)
+def test_every_algorithm_the_facts_allow_trains_on_ray(
+    two_nodes, runs_root: Path, algo: str, runner: str
+) -> None:
+    # The Ray runners' column of tests/contract/test_runner_matrix.py, on the cluster shared
+    # here (before the test that shuts it down).
     argv = ["train", "--algo", algo, *CARTPOLE[2:], "--ray-address", two_nodes.address]
-    argv += ["--runs-root", str(runs_root), "-s", algo, "-i", "2", "telemetry.tensorboard=false"]
+    name = f"{runner}-{algo}"
+    argv += ["--runner", runner, "--runs-root", str(runs_root), "-s", name, "-i", "2"]
+    argv += ["telemetry.tensorboard=false"]
     assert main(argv) == 0
     two_nodes.note_processes()
-    rows = read_metrics(runs_root / algo)
+    rows = read_metrics(runs_root / name)
     assert [r["iteration"] for r in rows] == [1, 2]
     assert all(r["sys/live_workers"] == 2 and r["perf/actor_steps_per_s"] > 0 for r in rows)
     assert any(k.startswith("losses/") and v is not None for k, v in rows[-1].items())
-    manifest = json.loads((runs_root / algo / "manifest.json").read_text())
+    manifest = json.loads((runs_root / name / "manifest.json").read_text())
     assert manifest["status"] == "completed"
+
+
+def _rllib_run(two_nodes, runs_root: Path, workers: int) -> tuple[list[dict], dict]:
+    """``rlperf train -w N`` on the shared cluster: the metrics rows and the manifest."""
+    name = f"rllib-w{workers}"
+    argv = ["train", "--preset", "cartpole", "-w", str(workers), "--ray-address", two_nodes.address]
+    argv += ["--runs-root", str(runs_root), "-s", name, "-i", "8", "--no-progress"]
+    argv += ["runner.ray_num_cpus_per_actor=0.5", "runner.torch_threads=1", "ppo.update_epochs=1"]
+    argv += ["telemetry.sysmon=false", "telemetry.tensorboard=false"]
+    assert main(argv) == 0
+    two_nodes.note_processes()
+    manifest = json.loads((runs_root / name / "manifest.json").read_text())
+    assert (
+        yaml.safe_load((runs_root / name / "config.yaml").read_text())["runner"]["name"] == "rllib"
+    )
+    return read_metrics(runs_root / name), manifest
+
+
+def test_w_n_runs_rllib_rollout_workers_that_each_hold_the_policy(two_nodes, runs_root) -> None:
+    from rlperf.config.schema import ModelConfig
+    from rlperf.models.catalog import build_model
+
+    learner_parameters = sum(
+        p.numel() for p in build_model(ModelConfig(name="mlp"), (4,), 2).parameters()
+    )
+    update_ms = {}
+    for workers in (1, 4):
+        rows, manifest = _rllib_run(two_nodes, runs_root, workers)
+        actors = [p for p in manifest["resources"]["processes"] if p["role"] == "actor"]
+        # N worker processes of their own, each acting with its own copy of the policy
+        assert len({a["pid"] for a in actors}) == workers
+        assert {a["policy_parameters"] for a in actors} == {learner_parameters}
+        assert all(r["sys/live_workers"] == workers for r in rows)
+        # every rollout acted with the newest weights: they were pushed in the update phase
+        assert all(r["perf/policy_lag_max"] == 0 for r in rows)
+        assert all(r["update_time_ms"] > 0 for r in rows)
+        # the weights are already there when sampling starts (after the first iteration)
+        assert all(r["perf/actor_weight_sync_time_ms"] < r["update_time_ms"] for r in rows[1:])
+        update_ms[workers] = statistics.median(r["update_time_ms"] for r in rows[1:])
+    # one set_weights per worker, each waited for: more workers, a longer update
+    assert update_ms[4] > update_ms[1], update_ms
 
 
 def test_shutdown_leaves_no_ray_processes(two_nodes) -> None:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -184,42 +185,84 @@ def test_thesis_aliases_map_onto_rlperf_options():
     )
     assert cfg.model.name == "3"
     assert cfg.run_name == "exp1" and cfg.stop.iterations == 20
-    # -w 4: four rollout worker processes (RLlib's num_workers); -c 2: two CPUs declared,
-    # -a 0-1: the pin
-    assert (cfg.runner.name, cfg.runner.num_workers) == ("subprocess", 4)
+    # -w 4: four RLlib rollout workers; -c 2: two CPUs declared, -a 0-1: the pin
+    assert (cfg.runner.name, cfg.runner.num_workers) == ("rllib", 4)
     assert cfg.runner.cpu_affinity == [0, 1] and cfg.runner.ray_num_cpus == 2
     assert cfg.runner.learner_device == cfg.runner.actor_device == "cpu"
 
 
-def test_w_keeps_the_train_batch_and_w0_samples_in_the_learner(capsys):
+def test_the_thesis_readme_example_trains_the_thesis_ppo(monkeypatch):
+    # 000's own example: model 3 on GPU 0, 0.001 GPUs for the driver, 4 workers sharing the
+    # rest of the GPU
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    argv = ["--model=3", "--gpu=gpu0", "--driver-gpus=0.001", "--workers=4", "--iters=1000"]
+    cfg, _ = build_train_config(argv)  # no --preset: the thesis's, rllib-2021
+    assert (cfg.ppo.learning_rate, cfg.ppo.update_epochs, cfg.ppo.minibatch_size) == (5e-5, 30, 128)
+    assert (cfg.runner.name, cfg.runner.num_workers, cfg.stop.iterations) == ("rllib", 4, 1000)
+    assert (cfg.runner.learner_device, cfg.runner.actor_device) == ("cuda:0", "cuda:0")
+    assert cfg.runner.ray_num_gpus_per_actor == pytest.approx(0.2497)  # 0.999 / 4, Ray's step
+    assert (cfg.env.num_envs, cfg.ppo.num_steps) == (4, 1000)  # 4 x 1000 = the batch of 4000
+    # a preset given is kept: rlperf's names and presets are not the thesis's
+    cfg, _ = build_train_config(["--preset", "cartpole", "-w", "2"])
+    assert cfg.ppo.learning_rate != 5e-5 and cfg.runner.name == "rllib"
+
+
+def test_w_rounds_the_train_batch_up_as_rllib_did_and_w0_samples_in_the_learner(capsys):
     cfg, _ = build_train_config(["--preset", "rllib-2021", "-w", "3"])
-    assert (cfg.runner.name, cfg.runner.num_workers, cfg.env.num_envs) == ("subprocess", 3, 21)
-    assert "env.num_envs 20 -> 21" in capsys.readouterr().err
+    # 3 workers x 200-step fragments = 600 per round; 7 rounds fill 4000: 4200
+    assert (cfg.runner.name, cfg.runner.num_workers, cfg.env.num_envs) == ("rllib", 3, 3)
+    assert cfg.ppo.num_steps == 1400
+    assert "4200 steps per batch (configured 4000" in capsys.readouterr().err
     validate(cfg)
+    cfg, _ = build_train_config(["--preset", "rllib-2021", "-w", "2", "--envs-per-worker", "5"])
+    assert (cfg.env.num_envs, cfg.ppo.num_steps) == (10, 400)
     cfg, _ = build_train_config(["--preset", "rllib-2021", "-w", "0"])
-    assert (cfg.runner.name, cfg.runner.num_workers, cfg.env.num_envs) == ("inproc", 1, 20)
+    assert (cfg.runner.name, cfg.runner.num_workers) == ("inproc", 1)
+    assert (cfg.env.num_envs, cfg.ppo.num_steps) == (1, 4000)  # RLlib's local worker alone
     validate(cfg)
     cfg, _ = build_train_config(["--algo", "impala", "--runner", "decoupled", "-w", "2"])
     assert (cfg.runner.name, cfg.runner.num_workers) == ("decoupled", 2)
+    # a horizon given is kept
+    cfg, _ = build_train_config(["--preset", "rllib-2021", "-w", "8", "ppo.num_steps=100"])
+    assert (cfg.env.num_envs, cfg.ppo.num_steps) == (8, 100)
     # -c alone declares (the thesis's Exp14): no pin; N torch threads for the inproc learner
     cfg, _ = build_train_config(["-c", "1"])
     assert cfg.runner.cpu_affinity is None and cfg.runner.ray_num_cpus == 1
     assert cfg.runner.torch_threads == 1
 
 
+def test_sweeps_and_the_command_line_plan_workers_one_way():
+    from rlperf.sweep.machine import Machine
+    from rlperf.sweep.plan import plan_points
+    from rlperf.sweep.spec import parse_spec
+
+    counts = [0, 1, 3, 8, 16]
+    spec = parse_spec(
+        {"presets": ["rllib-2021"], "grid": {"workers": counts}}, "workers-one-way.yaml"
+    )
+    planned = plan_points(spec, [], Machine(cpus=frozenset({0, 1}), gpus=0))
+    for n, point in zip(counts, planned, strict=True):
+        cli, _ = build_train_config(["--preset", "rllib-2021", "-w", str(n)])
+        assert point.cfg == cli, n
+
+
 @pytest.mark.parametrize(
-    "gpu,driver,learner,actor",
+    "gpu,driver,workers,learner,actor,share",
     [
-        ("gpu0", "1", "cuda:0", "cpu"),
-        ("gpu0", "0.001", "cuda:0", "cuda:0"),
-        ("both", "1", "cuda:0", "cuda:1"),
-        ("gpu1", "0", "cpu", "cuda:0"),
+        ("gpu0", "1", "4", "cuda:0", "cpu", 0.0),
+        ("gpu0", "0.001", "4", "cuda:0", "cuda:0", 0.2497),
+        ("both", "1", "2", "cuda:0", "cuda:1", 0.5),
+        # Fig 4.3: the workers' shares fill both GPUs (Ray places them; 8 x 0.2498 < 2)
+        ("both", "0.001", "8", "cuda:0", "cuda:0", 0.2498),
+        ("gpu1", "0", "2", "cpu", "cuda:0", 0.5),
     ],
 )
-def test_gpu_aliases(monkeypatch, gpu, driver, learner, actor):
+def test_gpu_aliases(monkeypatch, gpu, driver, workers, learner, actor, share):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    cfg, _ = build_train_config(["-g", gpu, "-d", driver])
+    cfg, _ = build_train_config(["-g", gpu, "-d", driver, "-w", workers])
     assert (cfg.runner.learner_device, cfg.runner.actor_device) == (learner, actor)
+    assert cfg.runner.ray_num_gpus_per_actor == pytest.approx(share)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == {"gpu0": "0", "gpu1": "1", "both": "0,1"}[gpu]
 
 
 def test_cpu_list_parsing():

@@ -411,9 +411,9 @@ class RunnerConfig(Section):
     """Who steps the envs, where the networks live, and which CPU resources are used."""
 
     name: str = "inproc"
-    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory), decoupled (actor processes acting while the learner learns; needs appo or impala), play-train (DQN: a play process feeds transitions to the training process), ray (Ray actors on a local Ray or a cluster: runner.ray_*) or hogwild (A3C: worker processes learning into a shared model and optimizer)."""
+    """Execution architecture: inproc (envs and learner in one process), subprocess (envs in worker processes, shared memory), decoupled (actor processes acting while the learner learns; needs appo or impala), play-train (DQN: a play process feeds transitions to the training process), ray (Ray actors on a local Ray or a cluster: runner.ray_*), rllib (RLlib 1.1's rollout workers, the thesis's -w: Ray actors with their own policy copies, weights pushed to each after every update) or hogwild (A3C: worker processes learning into a shared model and optimizer)."""
     num_workers: int = 1
-    """Env worker processes (subprocess), actor processes (decoupled), Ray actors (ray) or learning processes (hogwild); num_envs must divide evenly among them (inproc: no effect)."""
+    """Env worker processes (subprocess), actor processes (decoupled), Ray actors (ray, rllib) or learning processes (hogwild); num_envs must divide evenly among them (inproc: no effect)."""
     num_learners: int = 1
     """Data-parallel learner processes, each with its own envs, averaging gradients every step (torch.distributed: gloo on CPU, nccl on GPUs, one GPU per learner); the batch per update grows with them."""
     learner_device: str = "cpu"

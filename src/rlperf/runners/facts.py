@@ -42,6 +42,8 @@ class RunnerFacts:
     """Its actors act step by step with a recurrent state (the LSTM models)."""
     acts_on_learner_device: frozenset[str] = frozenset()
     """Data kinds for which it acts with the learner's own network (so on its device)."""
+    on_ray: bool = False
+    """Its actors are Ray actors (the ``runner.ray_*`` keys apply; needs ``rlperf[ray]``)."""
 
 
 RUNNER_FACTS: dict[str, RunnerFacts] = {
@@ -90,7 +92,10 @@ RUNNER_FACTS: dict[str, RunnerFacts] = {
     "play-train": RunnerFacts(frozenset({"transitions"}), 1, ALL_ENGINES, True, max_workers=1),
     # synchronous (every actor acts with the current weights) when the algorithm needs lag
     # 0, asynchronous with the algorithm's lag bound otherwise
-    "ray": RunnerFacts(frozenset({"rollout"}), 0, ALL_ENGINES, True),
+    "ray": RunnerFacts(frozenset({"rollout"}), 0, ALL_ENGINES, True, on_ray=True),
+    # RLlib 1.1's rollout workers (the thesis's -w N): always synchronous, weights pushed to
+    # every worker after each update
+    "rllib": RunnerFacts(frozenset({"rollout"}), 0, ALL_ENGINES, True, on_ray=True),
 }
 
 

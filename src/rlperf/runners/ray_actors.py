@@ -127,13 +127,14 @@ class RayRunner(LocalLearner, RolloutDriver):
         self.budget = RestartBudget(cfg)
         self.timeout_s = worker_timeout(cfg)
         self.actors: list[_Actor] = []
-        self.connection = connect(cfg)
+        self.connection = connect(cfg, min_local_cpus=self._min_local_cpus())
         try:
             if self.connection.owned and cfg.torch_threads is None:
                 # A private local Ray: the actors share this machine with the learner.
                 torch.set_num_threads(learner_threads(cfg))
+            self.gpus_per_actor = self._gpus_per_actor()
             check_capacity(
-                self._ray, cfg.num_workers, cfg.ray_num_cpus_per_actor, cfg.ray_num_gpus_per_actor
+                self._ray, cfg.num_workers, cfg.ray_num_cpus_per_actor, self.gpus_per_actor
             )
             self._remote = self._ray.remote(RolloutActor)
             self.actors = [_Actor(i, self._create(i)) for i in range(cfg.num_workers)]
@@ -143,6 +144,19 @@ class RayRunner(LocalLearner, RolloutDriver):
             raise
 
     # ------------------------------------------------------------------ actors
+
+    def _min_local_cpus(self) -> float:
+        """CPUs a private local Ray declares at least (beyond ``runner.ray_num_cpus`` or the
+        machine's count)."""
+        return 0.0
+
+    def _gpus_per_actor(self) -> float:
+        """The GPU share each actor reserves (Ray is connected when this is asked)."""
+        return self.cfg.ray_num_gpus_per_actor
+
+    def _device_in_actor(self) -> str:
+        """The device the actors act on, as named inside an actor's process."""
+        return str(self.actor_device)
 
     def _create(self, index: int, incarnation: int = 0) -> Any:
         cfg = self.cfg
@@ -157,14 +171,14 @@ class RayRunner(LocalLearner, RolloutDriver):
             make_policy=self.make_policy,
             start=ProcessStart(cfg.actor_threads, torch_seed=seeds.torch_seed),
             num_steps=self.num_steps,
-            device=str(self.actor_device),
+            device=self._device_in_actor(),
             precision=cfg.precision,
             channels_last=cfg.channels_last,
         )
         return self._remote.options(
             name=None,
             num_cpus=cfg.ray_num_cpus_per_actor,
-            num_gpus=cfg.ray_num_gpus_per_actor,
+            num_gpus=self.gpus_per_actor,
             max_restarts=0,  # failed actors are replaced by _fail, counted and bounded
             max_task_retries=0,
             scheduling_strategy="SPREAD",

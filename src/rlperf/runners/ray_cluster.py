@@ -18,6 +18,7 @@ rlperf[ray]``).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import socket
@@ -79,8 +80,9 @@ class RayConnection:
             ray.shutdown()
 
 
-def connect(cfg: RunnerConfig) -> RayConnection:
-    """Join the cluster at ``cfg.ray_address``, or start a private local Ray."""
+def connect(cfg: RunnerConfig, min_local_cpus: float = 0.0) -> RayConnection:
+    """Join the cluster at ``cfg.ray_address``, or start a private local Ray declaring
+    ``runner.ray_num_cpus`` CPUs (default: the machine's count, at least ``min_local_cpus``)."""
     ray = import_ray()
     if ray.is_initialized():
         return RayConnection(_current_address(ray), owned=False, connected_here=False)
@@ -89,7 +91,7 @@ def connect(cfg: RunnerConfig) -> RayConnection:
         if cfg.ray_address is None:
             ray.init(
                 address="local",
-                num_cpus=cfg.ray_num_cpus or os.cpu_count() or 1,
+                num_cpus=cfg.ray_num_cpus or max(os.cpu_count() or 1, math.ceil(min_local_cpus)),
                 include_dashboard=cfg.ray_dashboard,
                 dashboard_host="127.0.0.1",
                 **quiet,

@@ -141,6 +141,8 @@ class RolloutActor:
             setup.index,
             setup.device,
             incarnation=setup.incarnation,
+            # the policy copy this worker acts with (each actor holds its own)
+            policy_parameters=sum(p.numel() for p in self.policy.parameters()),
             **node_of_this_process(ray),
         )
 
@@ -148,14 +150,20 @@ class RolloutActor:
         """Where this actor runs; also the driver's way to wait until it is built."""
         return dict(self._info)
 
-    def sample(self, version: int, weights: list[Any]) -> RayRollout:
-        """One rollout acted with weights ``version`` (``weights[0]``: their object ref)."""
+    def set_weights(self, version: int, weights: list[Any]) -> int:
+        """Hold weights ``version`` from now on (``weights[0]``: their object ref); returns the
+        version held. Pushing weights ahead of ``sample`` is RLlib's ``set_weights``."""
         import ray
 
+        if version != self.version:
+            load_flat_weights(self.policy, ray.get(weights[0]))
+            self.version = version
+        return self.version
+
+    def sample(self, version: int, weights: list[Any]) -> RayRollout:
+        """One rollout acted with weights ``version`` (``weights[0]``: their object ref)."""
         with self.timer.phase("weight_sync"):
-            if version != self.version:
-                load_flat_weights(self.policy, ray.get(weights[0]))
-                self.version = version
+            self.set_weights(version, weights)
         episodes = [
             dataclasses.replace(e, env_index=e.env_index + self.setup.first_env)
             for e in self.collector.collect(self.buf, self.timer)

@@ -18,6 +18,7 @@ from typing import Any
 
 from rlperf.config.load import apply_dict, coerce, dump_config, load_preset, set_key
 from rlperf.config.schema import RunConfig
+from rlperf.config.thesis_options import GPU_VISIBILITY, apply_workers
 from rlperf.core.errors import ConfigError, UserInputError
 from rlperf.sweep.machine import (
     Machine,
@@ -27,7 +28,7 @@ from rlperf.sweep.machine import (
     oversubscription_flag,
     visible_gpus,
 )
-from rlperf.sweep.spec import GPU_VISIBILITY, POINT_META_KEYS, PSEUDO_KEYS, SweepSpec
+from rlperf.sweep.spec import POINT_META_KEYS, PSEUDO_KEYS, SweepSpec
 
 
 @dataclass
@@ -188,10 +189,22 @@ def plan_points(
                     set_key(cfg, key, value)
                 except ConfigError as exc:
                     raise ConfigError(f"{where}: {exc}") from None
+        epw = None
         if "envs_per_worker" in pseudo:
             epw = coerce("envs_per_worker", pseudo["envs_per_worker"], int)
             if epw < 1:
                 raise ConfigError(f"{where}: envs_per_worker must be positive, got {epw}")
+        if "workers" in pseudo:  # rlperf train -w: one definition for both
+            try:
+                apply_workers(
+                    cfg,
+                    coerce("workers", pseudo["workers"], int),
+                    given=_dotted_keys(merged),
+                    envs_per_worker=epw,
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+        elif epw is not None:
             cfg.env.num_envs = cfg.runner.num_workers * epw
         gpus = meta.get("gpus")
         if gpus is not None and gpus not in GPU_VISIBILITY:
@@ -216,6 +229,18 @@ def plan_points(
         _check(point, machine, where)
         points.append(point)
     return points
+
+
+def _dotted_keys(keys: dict[str, Any]) -> set[str]:
+    """The config keys a point sets, nested sections spelled out (``runner: {name: x}`` is
+    ``runner.name``)."""
+    out = set()
+    for key, value in keys.items():
+        if isinstance(value, dict):
+            out |= {f"{key}.{sub}" for sub in _dotted_keys(value)}
+        else:
+            out.add(key.replace("-", "_"))
+    return out
 
 
 def _apply_point_presets(cfg: RunConfig, presets: Any, where: str) -> None:

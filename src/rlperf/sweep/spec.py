@@ -56,10 +56,10 @@ TOP_KEYS = (
 )
 POINT_META_KEYS = ("name", "gpus", "timeout_s", "note", "preset")
 """Keys of a point that are about how it runs, not config keys."""
-PSEUDO_KEYS = ("envs_per_worker",)
-"""Keys that are applied to the config by the sweep rather than set directly."""
-GPU_VISIBILITY = {"none": "", "gpu0": "0", "gpu1": "1", "both": "0,1"}
-"""The thesis's -g values and the CUDA_VISIBLE_DEVICES each one sets."""
+PSEUDO_KEYS = ("envs_per_worker", "workers")
+"""Keys that are applied to the config by the sweep rather than set directly: ``workers`` is
+``rlperf train -w`` (RLlib's rollout workers and their batch rounding), ``envs_per_worker``
+its ``--envs-per-worker``."""
 DEFAULT_TIMEOUT_S = 1800.0
 
 
