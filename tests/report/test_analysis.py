@@ -3,72 +3,12 @@ speed-ups, energy per million frames, time to target and the diagnosis text."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from rlperf.report.analysis import scaling_curves, speedups, time_to_target
 from rlperf.report.diagnose import diagnose
-from rlperf.report.load import RunData
 from rlperf.report.summary import summarise
-
-FAKE_CPU = {
-    "model": "Fake CPU",
-    "available_cores": 4,
-    "logical_cores": 4,
-    "isa": {"amx_bf16": True},
-}
-
-
-def fake_run(
-    label: str,
-    *,
-    sps: list[float],
-    phases: dict[str, float],
-    runner: str = "subprocess",
-    workers: int = 1,
-    energy: float | None = None,
-    rewards: list[float | None] | None = None,
-    env_id: str = "ALE/Pong-v5",
-    learner_sps: float | None = None,
-    actor_sps: float | None = None,
-    proc_cpu: float | None = None,
-) -> RunData:
-    wall = sum(phases.values()) / 1000
-    records = []
-    for i, v in enumerate(sps):
-        r = {
-            "iteration": i + 1,
-            "warmup": i == 0,
-            "SPS": v,
-            "time_this_iter_s": wall,
-            "time_total_s": wall * (i + 1),
-            "timesteps_total": int(v * wall * (i + 1)),
-            "episode_reward_mean": rewards[i] if rewards else None,
-            "energy/joules": energy,
-            "sys/cpu_percent": 90.0,
-            "sys/proc_cpu_percent": proc_cpu,
-            "perf/learner_samples_per_s": learner_sps,
-            "perf/actor_steps_per_s": actor_sps,
-            **{f"{p}_time_ms": ms for p, ms in phases.items()},
-        }
-        records.append(r)
-    config = {
-        "algo": "ppo",
-        "env": {"id": env_id, "engine": "gymnasium", "num_envs": 8, "frameskip": 4},
-        "model": {"name": "nature"},
-        "runner": {
-            "name": runner,
-            "num_workers": workers,
-            "learner_device": "cpu",
-            "actor_device": "cpu",
-            "precision": "fp32",
-        },
-        "stop": {"target_reward": None},
-    }
-    manifest = {"status": "completed", "cpu": FAKE_CPU, "rlperf_command": ["rlperf", "train"]}
-    return RunData(Path(label), label, config, manifest, records)
-
+from tests.report.fakes import fake_run
 
 PHASES = {"sample": 100.0, "load": 5.0, "learn": 800.0, "update": 0.0, "other": 55.0}
 

@@ -19,6 +19,7 @@ FIGURES = [
     "phase_times.png",
     "phase_breakdown.png",
     "utilisation.png",
+    "memory.png",
     "scaling.png",
     "learning_curves.png",
     "inference_latency.png",
@@ -57,6 +58,9 @@ def test_every_figure_and_table_is_written(report: Path) -> None:
         assert (report / f"{name}.csv").stat().st_size > 0, name
         assert (report / f"{name}.md").read_text().startswith("**"), name
     assert "<script" not in page and "http://" not in page and "https://" not in page  # offline
+    # one model, every run on the CPU: no GPU-only phases (Figure 4.7), no per-model panels
+    assert not (report / "phase_times_gpu.png").exists()
+    assert not (report / "phase_times_by_model.png").exists()
 
 
 def test_page_says_where_each_figure_comes_from(report: Path) -> None:

@@ -6,6 +6,7 @@ tested the same way on a laptop, CI and a GPU server.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -233,6 +234,7 @@ def test_fingerprint_follows_the_resolved_config() -> None:
         ("thesis-cpu", 27, 0),  # every Table 3.3 experiment uses a GPU
         ("thesis-inference", 32, 4),  # R8 (no GPUs) for each model and the trained policy
         ("thesis-models", 6, 6),  # Figure 3.3a: the six models, same budget
+        ("thesis-models-long", 3, 3),  # Figure 3.3b: models 1, 3 and 4 trained longer
     ],
 )
 def test_shipped_sweeps_expand_as_the_thesis_tables(name: str, points: int, runnable: int) -> None:
@@ -259,6 +261,25 @@ def test_thesis_models_trains_the_six_models_alike() -> None:
     budgets = {(p.cfg.stop.iterations, p.cfg.env.num_envs * p.cfg.ppo.num_steps) for p in planned}
     assert budgets == {(2000, 4000)}  # the thesis's 2000 iterations of 4000 steps
     assert all((p.cfg.env.frameskip, p.cfg.env.frameskip_max) == (2, 4) for p in planned)
+
+
+def test_thesis_models_long_trains_models_1_3_4_longer_and_otherwise_alike() -> None:
+    def settings(name: str) -> dict[str, dict]:
+        """Model -> its point's resolved config, the iteration budget aside."""
+        out = {}
+        for p in plan_points(load_spec(name), [], FAKE_CPU_ONLY):
+            cfg = dataclasses.asdict(p.cfg)
+            cfg["stop"].pop("iterations")
+            out[p.cfg.model.name] = cfg
+        return out
+
+    long = plan_points(load_spec("thesis-models-long"), [], FAKE_CPU_ONLY)
+    assert [p.cfg.model.name for p in long] == ["thesis-1", "thesis-3", "thesis-4"]
+    assert {p.cfg.stop.iterations for p in long} == {5000}  # longer than the selection's 2000
+    selection = settings("thesis-models")
+    assert settings("thesis-models-long") == {
+        m: selection[m] for m in ("thesis-1", "thesis-3", "thesis-4")
+    }
 
 
 def test_every_shipped_sweep_loads() -> None:

@@ -1,5 +1,6 @@
 """Comparisons across configurations: scaling curves and their knee, speed-ups against a
-baseline, and the time each run took to reach a reward target."""
+baseline, the GPU runs apart from the CPU-only ones, the same configurations across models,
+and the time each run took to reach a reward target."""
 
 from __future__ import annotations
 
@@ -114,6 +115,54 @@ def speedups(summaries: list[RunSummary], baseline: str) -> list[SpeedUp]:
             phases[p] = a / b if a and b else None
         out.append(SpeedUp(s.label, sps, phases))
     return out
+
+
+def accelerator_runs(summaries: list[RunSummary]) -> list[RunSummary]:
+    """The runs with their learner or actors off the CPU, when CPU-only runs are beside them
+    (else none): the CPU-only runs' phases dwarf theirs, so the thesis drew them again on
+    their own (its Figure 4.7)."""
+    accelerated = [s for s in summaries if not s.cpu_only]
+    if len(accelerated) in (0, len(summaries)):
+        return []
+    return accelerated
+
+
+def configuration_name(s: RunSummary) -> str:
+    """A run's label without its model: what runs of different models share when a sweep
+    crosses a model grid with its points (``model=thesis-1__Exp1-...`` -> ``Exp1-...``).
+    A label that is nothing but the model names the model's one configuration, ``default``."""
+    prefix, _, label = s.label.rpartition("/")  # the sweep, in a report mixing sweeps
+    name = "__".join(p for p in label.split("__") if p != f"model={s.model}") or "default"
+    return f"{prefix}/{name}" if prefix else name
+
+
+@dataclass
+class ModelComparison:
+    """The runs of several models, by model and configuration (thesis Figures 4.4-4.6)."""
+
+    runs: dict[str, list[tuple[str, RunSummary]]]
+    """Model -> (configuration name, summary), models and runs in report order."""
+
+    @property
+    def common(self) -> list[str]:
+        """The configurations every model ran, in report order."""
+        names = [[c for c, _ in runs] for runs in self.runs.values()]
+        return [c for c in names[0] if all(c in other for other in names[1:])]
+
+    def mean_phase_ms(self, model: str) -> dict[str, float]:
+        """A model's mean time per phase over the configurations every model ran (over all
+        of its own when they share none), so that the models are compared like for like."""
+        common = set(self.common)
+        runs = [s for c, s in self.runs[model] if c in common or not common]
+        return {p: sum(s.phase_ms.get(p, 0.0) for s in runs) / len(runs) for p in PHASES}
+
+
+def model_comparison(summaries: list[RunSummary]) -> ModelComparison | None:
+    """The runs grouped by model, or None when they are all of one model."""
+    runs: dict[str, list[tuple[str, RunSummary]]] = {}
+    for s in summaries:
+        runs.setdefault(s.model, []).append((configuration_name(s), s))
+    return ModelComparison(runs) if len(runs) > 1 else None
 
 
 @dataclass

@@ -2,11 +2,12 @@
 CSV/Markdown tables out.
 
 Sections follow the thesis's analysis: per-phase time per configuration (its Figures
-4.4-4.8) and the stacked breakdown (4.9); CPU, RAM and GPU use (4.1-4.3, 4.10); then what
-the thesis did not have: throughput against workers or envs with the knee marked,
-speed-ups against a baseline, learning curves against env steps and wall-clock time, time
-to a target reward, energy per million frames; the inference latency table (Table 4.1's
-shape) with fidelity columns; and a diagnosis per configuration.
+4.4-4.8; the GPU runs again on their own, 4.7; a panel per model and the models compared,
+4.4-4.6) and the stacked breakdown (4.9); CPU, RAM and GPU use (4.1-4.3, 4.10) and memory
+per configuration (4.3); then what the thesis did not have: throughput against workers or
+envs with the knee marked, speed-ups against a baseline, learning curves against env steps
+and wall-clock time, time to a target reward, energy per million frames; the inference
+latency table (Table 4.1's shape) with fidelity columns; and a diagnosis per configuration.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from typing import Any
 
 from rlperf.core.errors import UserInputError, make_output_dir
 from rlperf.report import plots
-from rlperf.report.analysis import scaling_curves, speedups, time_to_target
+from rlperf.report.analysis import (
+    accelerator_runs,
+    model_comparison,
+    scaling_curves,
+    speedups,
+    time_to_target,
+)
 from rlperf.report.diagnose import diagnose
 from rlperf.report.load import Collection, InferenceData, RunData, collect
 from rlperf.report.render import FigureBlock, Section, render_page
@@ -153,6 +160,7 @@ def build_report(
                 col.runs,
             )
         )
+        phases.figures += _phase_figures(summaries, col, figure)
         phases.figures.append(
             figure(
                 "phase_breakdown.png",
@@ -173,6 +181,17 @@ def build_report(
                 "Mean whole-machine CPU and RAM use, the run's resident memory and, where "
                 "measured, GPU use (thesis Figures 4.1-4.3 and 4.10).",
                 "bar charts of CPU, RAM and GPU use per configuration",
+                col.runs,
+            )
+        )
+        res.figures.append(
+            figure(
+                "memory.png",
+                lambda p: plots.memory(summaries, p),
+                "Memory per configuration: the run's resident RAM and each GPU's memory in use "
+                "(every process's, as nvidia-smi shows it), 'no GPU' where NVML measured none "
+                "(thesis Figure 4.3).",
+                "bar charts of RAM and GPU memory per configuration",
                 col.runs,
             )
         )
@@ -231,6 +250,42 @@ def build_report(
     page = render_page(title or "rlperf report", meta, sections)
     result.index.write_text(page, encoding="utf-8")
     return result
+
+
+def _phase_figures(summaries, col, figure) -> list[FigureBlock]:  # noqa: ANN001
+    """The phase times again for the GPU runs alone (when CPU-only runs are beside them) and
+    by model (when the runs span several models)."""
+    out = []
+    accelerated = accelerator_runs(summaries)
+    if accelerated:
+        labels = {s.label for s in accelerated}
+        out.append(
+            figure(
+                "phase_times_gpu.png",
+                lambda p: plots.phase_times(
+                    accelerated,
+                    p,
+                    "Time per iteration by phase, GPU runs only (CPU-only runs left out)",
+                ),
+                "The same for the runs with their learner or actors on a GPU, without the CPU-only "
+                "runs, whose times would dwarf theirs (thesis Figure 4.7).",
+                "bar charts of sample, load, learn and update time of the GPU runs",
+                [r for r in col.runs if r.label in labels],
+            )
+        )
+    comparison = model_comparison(summaries)
+    if comparison is not None:
+        out.append(
+            figure(
+                "phase_times_by_model.png",
+                lambda p: plots.phases_by_model(comparison, p),
+                "Phase times per configuration, one panel per model, and the models compared by "
+                "their mean iteration over the configurations they all ran (thesis Figures 4.4-4.6).",
+                "grouped bars of phase times per configuration for each model, and stacked bars per model",
+                col.runs,
+            )
+        )
+    return out
 
 
 def _scaling_section(summaries, col, baseline, figure, tables) -> Section:  # noqa: ANN001

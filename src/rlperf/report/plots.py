@@ -9,11 +9,12 @@ bars (their labels are long sweep point names), in the order the report lists th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from rlperf.report.analysis import ScalingCurve
+from rlperf.report.analysis import ModelComparison, ScalingCurve
 from rlperf.report.load import InferenceData, RunData, TuneData
 from rlperf.report.summary import PHASES, RunSummary
 
@@ -32,6 +33,9 @@ PHASE_TEXT = {
     "update": "update: weights to the actors",
     "other": "other: the rest",
 }
+TIMED = ("sample", "load", "learn", "update")
+"""The phases the thesis timed (``other`` is rlperf's remainder of the iteration)."""
+GPU_COLORS = ("#55a868", "#8172b3", "#da8bc3", "#ccb974")
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -65,12 +69,69 @@ def _hbars(ax, labels: list[str], values: list[float | None], color: str, unit: 
     ax.grid(axis="x", alpha=0.3)
 
 
-def phase_times(summaries: list[RunSummary], path: Path) -> Path:
-    """Mean time per iteration of each phase, one panel per phase (thesis Figures 4.4-4.8)."""
+def _grouped(
+    ax,  # noqa: ANN001
+    labels: list[str],
+    rows: list[dict[Any, float]],
+    series: list[tuple[Any, str, str]],
+    unit: str,
+    missing: str,
+) -> None:
+    """One group of bars per label, a bar per series (key, legend name, colour) with its
+    value written beside it; a label whose row has none of the keys shows ``missing`` instead
+    of bars, so that "not measured" never reads as zero."""
+    ys = list(range(len(labels)))
+    height = 0.8 / max(1, len(series))  # no series (no GPU at all): every label is missing
+    top = max((row[key] for row in rows for key, _, _ in series if key in row), default=0.0)
+    for k, (key, name, color) in enumerate(series):
+        offsets = [y - 0.4 + height * (k + 0.5) for y in ys]
+        values = [row.get(key) for row in rows]
+        ax.barh(offsets, [v or 0.0 for v in values], height=height, color=color, label=name)
+        for y, v in zip(offsets, values, strict=True):
+            if v is not None:
+                ax.text(v + top * 0.01, y, f"{v:,.3g}", va="center", fontsize=7)
+    for y, row in zip(ys, rows, strict=True):
+        if not any(key in row for key, _, _ in series):
+            ax.text(top * 0.01, y, missing, va="center", fontsize=8, style="italic")
+    ax.set_yticks(ys, labels)
+    if not ax.yaxis_inverted():  # first on top; a shared axis must not be inverted twice
+        ax.invert_yaxis()
+    ax.set_xlim(0, top * 1.18 if top > 0 else 1)
+    ax.set_xlabel(unit)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _stacked(ax, labels: list[str], rows: list[dict[str, float]], share: bool = False) -> None:  # noqa: ANN001
+    """One bar per label, its phases stacked; with ``share`` the rows are percentages and
+    segments of at least 8% say theirs."""
+    ys = list(range(len(labels)))
+    start = [0.0] * len(labels)
+    for phase in PHASES:
+        values = [row.get(phase, 0.0) for row in rows]
+        ax.barh(ys, values, left=start, color=COLORS[phase], label=phase)
+        for y, v, x0 in zip(ys, values, start, strict=True):
+            if share and v >= 8:
+                ax.text(
+                    x0 + v / 2, y, f"{v:.0f}%", ha="center", va="center", fontsize=7, color="white"
+                )
+        start = [a + b for a, b in zip(start, values, strict=True)]
+    ax.set_yticks(ys, labels)
+    if not ax.yaxis_inverted():  # first on top; a shared axis must not be inverted twice
+        ax.invert_yaxis()
+    ax.grid(axis="x", alpha=0.3)
+
+
+def phase_times(
+    summaries: list[RunSummary],
+    path: Path,
+    title: str = "Time per iteration by phase (mean over steady iterations)",
+) -> Path:
+    """Mean time per iteration of each phase, one panel per phase (thesis Figures 4.4-4.8;
+    drawn for the GPU runs alone, Figure 4.7)."""
     labels = [s.label for s in summaries]
     fig = _figure(12, 2 * _bar_height(len(labels)))
     axes = fig.subplots(2, 2, sharey=True)
-    for ax, phase in zip(axes.flat, ("sample", "load", "learn", "update"), strict=True):
+    for ax, phase in zip(axes.flat, TIMED, strict=True):
         _hbars(
             ax,
             labels,
@@ -79,7 +140,7 @@ def phase_times(summaries: list[RunSummary], path: Path) -> Path:
             "ms per iteration",
         )
         ax.set_title(PHASE_TEXT[phase], fontsize=10)
-    fig.suptitle("Time per iteration by phase (mean over steady iterations)")
+    fig.suptitle(title)
     return _save(fig, path)
 
 
@@ -89,32 +150,85 @@ def phase_breakdown(summaries: list[RunSummary], path: Path) -> Path:
     labels = [s.label for s in summaries]
     fig = _figure(12, _bar_height(len(labels)) + 0.8)
     left, right = fig.subplots(1, 2, sharey=True)
-    ys = list(range(len(labels)))
-    start_ms = [0.0] * len(labels)
-    start_pct = [0.0] * len(labels)
-    for phase in PHASES:
-        ms = [s.phase_ms.get(phase, 0.0) for s in summaries]
-        pct = [s.phase_pct.get(phase, 0.0) for s in summaries]
-        left.barh(ys, ms, left=start_ms, color=COLORS[phase], label=phase)
-        right.barh(ys, pct, left=start_pct, color=COLORS[phase], label=phase)
-        for y, p, x0 in zip(ys, pct, start_pct, strict=True):
-            if p >= 8:
-                right.text(
-                    x0 + p / 2, y, f"{p:.0f}%", ha="center", va="center", fontsize=7, color="white"
-                )
-        start_ms = [a + b for a, b in zip(start_ms, ms, strict=True)]
-        start_pct = [a + b for a, b in zip(start_pct, pct, strict=True)]
-    left.set_yticks(ys, labels)
-    left.invert_yaxis()
+    _stacked(left, labels, [s.phase_ms for s in summaries])
+    _stacked(right, labels, [s.phase_pct for s in summaries], share=True)
     left.set_xlabel("ms per iteration")
     left.set_title("Iteration time", fontsize=10)
     right.set_xlim(0, 100)
     right.set_xlabel("% of the iteration")
     right.set_title("Share of each phase", fontsize=10)
     right.legend(loc="lower right", fontsize=8, ncols=5, bbox_to_anchor=(1.0, 1.06), frameon=False)
-    for ax in (left, right):
-        ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
+
+
+def phases_by_model_figure(comparison: ModelComparison) -> Figure:
+    """One panel per model with its phase times per configuration, (a), (b), ..., and a last
+    panel comparing the models' mean iteration, split into phases (thesis Figures 4.4-4.6)."""
+    models = list(comparison.runs)
+    panels = len(models) + 1
+    cols = 2 if panels <= 4 else 3
+    rows = -(-panels // cols)
+    most = max(len(runs) for runs in comparison.runs.values())
+    fig = _figure(6 * cols, rows * _bar_height(2 * most))
+    axes = list(fig.subplots(rows, cols, squeeze=False).flat)
+    series = [(p, p, COLORS[p]) for p in TIMED]
+    for n, (ax, model) in enumerate(zip(axes, models, strict=False)):
+        runs = comparison.runs[model]
+        _grouped(
+            ax,
+            [c for c, _ in runs],
+            [s.phase_ms for _, s in runs],
+            series,
+            "ms per iteration",
+            "no phases recorded",
+        )
+        ax.set_title(f"({chr(ord('a') + n)}) {model}", fontsize=10)
+    last = axes[len(models)]
+    _stacked(last, models, [comparison.mean_phase_ms(m) for m in models])
+    last.set_xlabel("ms per iteration, mean over configurations")
+    common = comparison.common
+    over = (
+        f"the {len(common)} configurations every model ran"
+        if common
+        else "each model's own configurations (none shared)"
+    )
+    last.set_title(
+        f"({chr(ord('a') + len(models))}) models compared: mean over {over}", fontsize=10
+    )
+    # one legend for all panels, below them: inside a panel it would hide bars
+    fig.legend(*last.get_legend_handles_labels(), loc="outside lower center", ncols=5, fontsize=8)
+    for ax in axes[panels:]:
+        ax.set_axis_off()
+    fig.suptitle("Time per iteration by phase and model (mean over steady iterations)")
+    return fig
+
+
+def phases_by_model(comparison: ModelComparison, path: Path) -> Path:
+    """:func:`phases_by_model_figure` as a PNG."""
+    return _save(phases_by_model_figure(comparison), path)
+
+
+def memory_figure(summaries: list[RunSummary]) -> Figure:
+    """Memory per configuration: the run's resident RAM (left) and each GPU's memory in use
+    (right; "no GPU" where NVML measured none) (thesis Figure 4.3)."""
+    labels = [s.label for s in summaries]
+    gpus = sorted({i for s in summaries for i in s.gpu_mem_mb})
+    fig = _figure(12, _bar_height(len(labels) * max(1, len(gpus))))
+    ram, gpu = fig.subplots(1, 2, sharey=True)
+    _hbars(ram, labels, [s.rss_mb for s in summaries], "#937860", "resident MiB")
+    ram.set_title("RAM of the run's processes", fontsize=10)
+    series = [(i, f"GPU {i}", GPU_COLORS[n % len(GPU_COLORS)]) for n, i in enumerate(gpus)]
+    _grouped(gpu, labels, [s.gpu_mem_mb for s in summaries], series, "MiB in use (NVML)", "no GPU")
+    gpu.set_title("GPU memory in use (every process's, as nvidia-smi shows it)", fontsize=10)
+    if len(gpus) > 1:
+        gpu.legend(fontsize=8, loc="lower right")
+    fig.suptitle("Memory per configuration (mean over steady iterations)")
+    return fig
+
+
+def memory(summaries: list[RunSummary], path: Path) -> Path:
+    """:func:`memory_figure` as a PNG."""
+    return _save(memory_figure(summaries), path)
 
 
 def utilisation(summaries: list[RunSummary], path: Path) -> Path:

@@ -106,6 +106,11 @@ class RunSummary:
         return self.sps[1] if self.sps else None
 
     @property
+    def cpu_only(self) -> bool:
+        """Whether the learner and the actors both ran on the CPU."""
+        return self.learner_device == "cpu" and self.actor_device == "cpu"
+
+    @property
     def others_cpu_percent(self) -> float | None:
         """Whole-machine CPU (% of all cores) used by processes other than the run's: work
         that competed with it for the cores."""
