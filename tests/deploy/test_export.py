@@ -24,25 +24,24 @@ def test_onnx_graph_takes_raw_frames_with_dynamic_batch(deployed_run: Path, pong
     (inp,) = model.graph.input
     assert inp.name == "obs" and inp.type.tensor_type.elem_type == onnx.TensorProto.UINT8
     assert inp.type.tensor_type.shape.dim[0].dim_param  # a symbolic batch axis
-    assert [o.name for o in model.graph.output] == ["logits"]
+    assert [o.name for o in model.graph.output] == ["logits", "value"]
     session = ort.InferenceSession(str(deployed_run / "export" / "policy.onnx"))
     policy = load_run_policy(deployed_run)
     for batch in (1, 7):
         obs = pong_obs["eval"][:batch]
-        (logits,) = session.run(None, {"obs": obs})
+        logits, _ = session.run(None, {"obs": obs})
         assert logits.shape == (batch, policy.num_actions)
         agreement, _, rel = compare_logits(torch_logits(policy.model, obs), logits)
         assert agreement == 1.0 and rel <= 1e-4
 
 
-def test_with_value_adds_a_named_value_output(run_copy: Path, pong_obs) -> None:
-    export_run(run_copy, "onnx", with_value=True, force=True)
-    session = ort.InferenceSession(str(run_copy / "export" / "policy.onnx"))
+def test_the_value_is_a_named_output(deployed_run: Path, pong_obs) -> None:
+    session = ort.InferenceSession(str(deployed_run / "export" / "policy.onnx"))
     assert [o.name for o in session.get_outputs()] == ["logits", "value"]
     logits, value = session.run(None, {"obs": pong_obs["eval"][:3]})
     import torch
 
-    policy = load_run_policy(run_copy)
+    policy = load_run_policy(deployed_run)
     with torch.no_grad():
         ref_logits, ref_value = policy.model(torch.from_numpy(pong_obs["eval"][:3]))
     np.testing.assert_allclose(logits, ref_logits.numpy(), atol=1e-4)
@@ -62,7 +61,7 @@ def test_zero_sum_first_layer_exports_the_logits_it_trains_with(run_copy: Path, 
     reference = torch_logits(policy.model, obs)
     assert np.abs(reference - plain).max() > 1e-3  # the shipped filters do not sum to zero
     export_run(run_copy, "onnx", force=True)
-    (logits,) = ort.InferenceSession(str(run_copy / "export" / "policy.onnx")).run(
+    logits, _ = ort.InferenceSession(str(run_copy / "export" / "policy.onnx")).run(
         None, {"obs": obs}
     )
     agreement, _, rel = compare_logits(reference, logits)
@@ -81,14 +80,13 @@ def test_tflite_signature_and_fixed_batch(deployed_run: Path, run_copy: Path) ->
 
     it = Interpreter(model_path=str(deployed_run / "export" / "policy.tflite"))
     assert it.get_signature_list() == {
-        "serving_default": {"inputs": ["obs"], "outputs": ["logits"]}
+        "serving_default": {"inputs": ["obs"], "outputs": ["logits", "value"]}
     }
     (inp,) = it.get_input_details()
     shape = list(load_run_policy(deployed_run).obs_shape)
     assert inp["dtype"] == np.uint8 and list(inp["shape"]) == [1, *shape]
-    export_run(run_copy, "tflite", batch_size=4, with_value=True, force=True)
+    export_run(run_copy, "tflite", batch_size=4, force=True)
     it = Interpreter(model_path=str(run_copy / "export" / "policy.tflite"))
-    assert it.get_signature_list()["serving_default"]["outputs"] == ["logits", "value"]
     assert list(it.get_input_details()[0]["shape"]) == [4, *shape]
 
 

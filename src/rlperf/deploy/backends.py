@@ -1,9 +1,11 @@
 """Inference backends: one small class per runtime behind one interface.
 
 A backend is built for a run (:class:`~rlperf.deploy.policy.RunPolicy`) and called with a
-batch of raw observations; it returns float32 logits ``(B, num_actions)``. Everything a
-runtime needs per call (copying the input in, quantizing it, dequantizing the output) is
-inside ``__call__``, because that is what a deployed agent pays per decision and what
+batch of raw observations; it returns float32 logits ``(B, num_actions)``, and
+:meth:`Backend.outputs` returns the logits and the value ``(B,)`` that the same call
+computed (every backend runs the whole exported graph, as the thesis's did). Everything a
+runtime needs per call (copying the input in, quantizing it, dequantizing the outputs) is
+inside the call, because that is what a deployed agent pays per decision and what
 :mod:`~rlperf.deploy.infer` times.
 
 Backends whose package is missing are reported by :func:`backend_status` with the reason,
@@ -13,7 +15,12 @@ never by an ImportError at start-up: each runtime is imported when its backend i
 from __future__ import annotations
 
 import importlib.util
+import re
+import shutil
+import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -22,6 +29,9 @@ import numpy as np
 from rlperf.core.errors import UserInputError
 from rlperf.deploy.export import FILES, export_dir
 from rlperf.deploy.policy import RunPolicy
+
+OUTPUTS = ("logits", "value")
+"""The named outputs every exported graph has (rlperf export writes both)."""
 
 
 class Backend(ABC):
@@ -63,8 +73,20 @@ class Backend(ABC):
         return path
 
     @abstractmethod
+    def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits (B, A), value (B,)) float32 of the observation batch ``obs`` (raw, as the
+        env gives it)."""
+
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """Logits (B, A) float32 of the observation batch ``obs`` (raw, as the env gives it)."""
+        """Logits (B, A) float32 of ``obs``: one run of the whole graph."""
+        return self.outputs(obs)[0]
+
+
+def _missing_outputs(path: Path, names: Iterable[str]) -> UserInputError:
+    return UserInputError(
+        f"{path} has outputs {sorted(names)}; expected {', '.join(OUTPUTS)} "
+        "(an export from before the value output: re-export it with --force)"
+    )
 
 
 class TorchBackend(Backend):
@@ -78,6 +100,8 @@ class TorchBackend(Backend):
     ) -> None:
         import torch
 
+        from rlperf.deploy.policy import PolicyGraph
+
         super().__init__(policy, threads, batch_size)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise UserInputError(f"--device {device} but torch sees no CUDA device; use cpu")
@@ -85,17 +109,17 @@ class TorchBackend(Backend):
         self._torch = torch
         self.device = torch.device(device)
         self.model = policy.model.to(self.device).eval()
+        # The graph the exporters convert, so torch runs what the other backends run.
+        self.graph = PolicyGraph(self.model, with_value=True).eval()
         self.detail = f"torch {torch.__version__} on {self.device}"
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from rlperf.models.policy import network_input
-
+    def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         torch = self._torch
         with torch.inference_mode():
             x = torch.from_numpy(obs).to(self.device, non_blocking=True)
-            m = self.model
-            logits = m.logits_head(m.policy_torso(network_input(x)))  # acting needs no value
-            return logits.float().cpu().numpy()  # .cpu() waits for a GPU to finish
+            logits, value = self.graph(x)
+            # .cpu() waits for a GPU to finish
+            return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
 
 class OnnxBackend(Backend):
@@ -120,10 +144,14 @@ class OnnxBackend(Backend):
         self.session = ort.InferenceSession(
             str(self.model_path()), options, providers=[*providers, "CPUExecutionProvider"]
         )
+        names = [o.name for o in self.session.get_outputs()]
+        if not set(OUTPUTS) <= set(names):
+            raise _missing_outputs(self.model_path(), names)
         self.detail = f"onnxruntime {ort.__version__} {','.join(self.session.get_providers())}"
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.session.run(["logits"], {"obs": obs})[0]
+    def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, value = self.session.run(list(OUTPUTS), {"obs": obs})
+        return logits, value
 
 
 class OnnxInt8Backend(OnnxBackend):
@@ -152,12 +180,15 @@ class TFLiteBackend(Backend):
         self.interpreter.allocate_tensors()
         runner = self.interpreter.get_signature_runner()
         inputs, outputs = runner.get_input_details(), runner.get_output_details()
-        if "obs" not in inputs or "logits" not in outputs:
+        if "obs" not in inputs:
             raise UserInputError(
-                f"{self.model_path()} has inputs {sorted(inputs)} and outputs {sorted(outputs)}; "
-                "expected obs -> logits (re-export it with rlperf export)"
+                f"{self.model_path()} has inputs {sorted(inputs)}; expected obs "
+                "(re-export it with rlperf export)"
             )
-        self._in, self._out = inputs["obs"], outputs["logits"]
+        if not set(OUTPUTS) <= set(outputs):
+            raise _missing_outputs(self.model_path(), outputs)
+        self._in = inputs["obs"]
+        self._outs = [(outputs[name], _quant(outputs[name])) for name in OUTPUTS]
         exported_batch = int(self._in["shape"][0])
         if exported_batch != batch_size:
             raise UserInputError(
@@ -165,7 +196,6 @@ class TFLiteBackend(Backend):
                 f"re-export with `rlperf export {policy.run_dir} --format tflite --batch-size {batch_size}`"
             )
         self._in_q = _quant(self._in)
-        self._out_q = _quant(self._out)
         self._in_raw = self._in_q is None or (
             self._in_q == (1.0, 0) and self._in["dtype"] == policy.obs_dtype
         )
@@ -176,16 +206,20 @@ class TFLiteBackend(Backend):
 
         return Interpreter(model_path=str(path), num_threads=threads)
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
+    def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         it = self.interpreter
         x = obs if self._in_raw else _quantize(obs, self._in_q, self._in["dtype"])
         it.set_tensor(self._in["index"], x)
         it.invoke()
-        y = it.get_tensor(self._out["index"])
-        if self._out_q is not None:
-            scale, zero = self._out_q
-            return (y.astype(np.float32) - zero) * scale
+        logits, value = (_dequantize(it.get_tensor(d["index"]), q) for d, q in self._outs)
+        return logits, value
+
+
+def _dequantize(y: np.ndarray, q: tuple[float, int] | None) -> np.ndarray:
+    if q is None:
         return y
+    scale, zero = q
+    return (y.astype(np.float32) - zero) * scale
 
 
 def _quant(details: dict) -> tuple[float, int] | None:
@@ -218,13 +252,19 @@ class TFLiteInt8Backend(TFLiteBackend):
 
 
 EDGETPU_LIBRARY = "libedgetpu.so.1"
+EDGETPU_COMPILER = "edgetpu_compiler"
+COMPILE_TIMEOUT_S = 600
 
 
 class EdgeTPUBackend(TFLiteBackend):
-    """The full-integer TFLite model on a Coral Edge TPU through the libedgetpu delegate.
+    """The full-integer TFLite model compiled for a Coral Edge TPU, run through the
+    libedgetpu delegate.
 
-    Runs ``policy_int8_edgetpu.tflite`` (the output of Google's ``edgetpu_compiler``) when it
-    exists, else ``policy_int8.tflite`` (whose ops then run on the CPU).
+    ``policy_int8.tflite`` is compiled with Google's ``edgetpu_compiler`` into
+    ``policy_int8_edgetpu.tflite`` each time the backend is built (so it always matches the
+    int8 model). Nothing falls back to the CPU under this name: without the compiler, the
+    delegate or a device the backend is unavailable, and a model of which the compiler maps
+    no operation to the Edge TPU is refused.
     """
 
     name = "edgetpu"
@@ -232,11 +272,25 @@ class EdgeTPUBackend(TFLiteBackend):
     file_key = "tflite-int8"
     make_with = "rlperf quantize --dataset OBS.npy"
 
+    def __init__(self, policy: RunPolicy, threads: int = 1, batch_size: int = 1) -> None:
+        self._compiled: EdgeTPUCompiled | None = None
+        super().__init__(policy, threads, batch_size)
+        assert self._compiled is not None  # model_path() compiled it
+        self.detail = (
+            f"ai-edge-litert {_version('ai-edge-litert')} {EDGETPU_LIBRARY} delegate; "
+            f"{self._compiled.summary}"
+        )
+
     @classmethod
     def missing(cls) -> str | None:
         reason = super().missing()
         if reason is not None:
             return reason
+        if shutil.which(EDGETPU_COMPILER) is None:
+            return (
+                f"{EDGETPU_COMPILER} is not on PATH (install Google's Edge TPU compiler; "
+                "it compiles policy_int8.tflite for the Edge TPU)"
+            )
         try:
             _load_edgetpu_delegate()
         except UserInputError as exc:
@@ -244,8 +298,9 @@ class EdgeTPUBackend(TFLiteBackend):
         return None
 
     def model_path(self) -> Path:
-        compiled = export_dir(self.policy.run_dir) / "policy_int8_edgetpu.tflite"
-        return compiled if compiled.is_file() else super().model_path()
+        if self._compiled is None:
+            self._compiled = compile_for_edgetpu(super().model_path())
+        return self._compiled.path
 
     def _interpreter(self, path: Path, threads: int):  # noqa: ANN202
         from ai_edge_litert.interpreter import Interpreter
@@ -254,6 +309,63 @@ class EdgeTPUBackend(TFLiteBackend):
         return Interpreter(
             model_path=str(path), num_threads=threads, experimental_delegates=[delegate]
         )
+
+
+@dataclass(frozen=True)
+class EdgeTPUCompiled:
+    """What ``edgetpu_compiler`` wrote and how many operations it mapped to the Edge TPU."""
+
+    path: Path
+    on_tpu: int | None
+    on_cpu: int | None
+
+    @property
+    def summary(self) -> str:
+        if self.on_tpu is None:
+            return f"{self.path.name} (the compiler did not say how many ops it mapped)"
+        return f"{self.path.name}: {self.on_tpu} ops on the Edge TPU, {self.on_cpu} on the CPU"
+
+
+def compile_for_edgetpu(model: Path) -> EdgeTPUCompiled:
+    """Compile the full-integer ``model`` with ``edgetpu_compiler`` into
+    ``<stem>_edgetpu.tflite`` beside it; a one-line UserInputError when the compiler is
+    missing, fails, or maps no operation to the Edge TPU."""
+    compiler = shutil.which(EDGETPU_COMPILER)
+    if compiler is None:
+        raise UserInputError(f"backend edgetpu needs {EDGETPU_COMPILER} on PATH")
+    compiled = model.with_name(f"{model.stem}_edgetpu.tflite")
+    compiled.unlink(missing_ok=True)  # a stale file must not pass for this model's
+    cmd = [compiler, "--out_dir", str(model.parent), "--show_operations", str(model)]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserInputError(f"{EDGETPU_COMPILER} could not run: {exc}") from None
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0 or not compiled.is_file():
+        last = next((ln for ln in reversed(output.splitlines()) if ln.strip()), "no output")
+        raise UserInputError(
+            f"{EDGETPU_COMPILER} failed on {model.name} (exit {proc.returncode}): {last.strip()}"
+        )
+    result = EdgeTPUCompiled(
+        compiled,
+        _op_count(output, "will run on Edge TPU"),
+        _op_count(output, "will run on CPU"),
+    )
+    if result.on_tpu == 0:
+        compiled.unlink()  # so that nothing loads it later as an Edge TPU model
+        raise UserInputError(
+            f"{EDGETPU_COMPILER} mapped no operation of {model.name} to the Edge TPU "
+            "(it would all run on the CPU); refusing to call that edgetpu"
+        )
+    return result
+
+
+def _op_count(output: str, phrase: str) -> int | None:
+    """N of the compiler's line "Number of operations that <phrase>: N", None if absent."""
+    match = re.search(rf"operations that {re.escape(phrase)}:\s*(\d+)", output)
+    return int(match.group(1)) if match else None
 
 
 def _load_edgetpu_delegate():  # noqa: ANN202 - a Delegate

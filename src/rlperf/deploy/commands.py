@@ -26,12 +26,11 @@ def cmd_export(argv: Sequence[str]) -> int:
     p = ArgumentParser(
         prog="rlperf export",
         description="Export a run's policy to RUN_DIR/export/policy.onnx or policy.tflite: raw "
-        "observation in (scaling inside), logits out.",
+        "observation in (scaling inside), logits and value out.",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by rlperf train")
     p.add_argument("--format", required=True, choices=FORMATS, help="onnx or tflite")
     p.add_argument("--checkpoint", metavar="PATH", help="a checkpoint of the run (default: latest)")
-    p.add_argument("--with-value", action="store_true", help="also output the value estimate")
     p.add_argument(
         "--batch-size", default="1", help="tflite only: the fixed batch size (onnx: dynamic)"
     )
@@ -46,7 +45,6 @@ def cmd_export(argv: Sequence[str]) -> int:
         Path(args.run_dir),
         args.format,
         checkpoint=Path(args.checkpoint) if args.checkpoint else None,
-        with_value=args.with_value,
         batch_size=batch,
         force=args.force,
     )
@@ -275,23 +273,19 @@ def _infer(args, names, threads, batch, episodes, steps, seed) -> int:  # noqa: 
     if episodes is None and steps is None:
         raise UserInputError("give --episodes N or --steps N")
     from rlperf.deploy.backends import make_backend
-    from rlperf.deploy.infer import energy_per_call, run_greedy, write_csv
-    from rlperf.telemetry.sysmon import SystemMonitor
+    from rlperf.deploy.infer import run_measured, write_csv
 
     backend = make_backend(names[0], policy, threads, batch, device=args.device)
-    with SystemMonitor() as monitor:
-        monitor.collect()  # the energy window starts with the games
-        result = run_greedy(
-            backend, policy, episodes=episodes, steps=steps, seed=seed, batch_size=batch
-        )
-        usage = monitor.collect()
+    result, energy = run_measured(
+        backend, policy, episodes=episodes, steps=steps, seed=seed, batch_size=batch
+    )
     if args.time_output:
-        write_csv(Path(args.time_output), result.episodes, force=args.force)
+        write_csv(Path(args.time_output), result.episodes, force=args.force, energy=energy)
     if args.step_output:
         write_csv(Path(args.step_output), result.steps, force=args.force)
     print(f"backend: {backend.detail}")
     print(result.summary(names[0], batch, threads))
-    print(energy_per_call(usage, len(result.call_times_ns)))
+    print(energy.line())
     return 0
 
 

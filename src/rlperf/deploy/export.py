@@ -1,10 +1,14 @@
 """ONNX and TFLite files of a run's policy, under ``RUN_DIR/export/``.
 
 * ONNX: ``torch.onnx.export`` (the dynamo exporter), opset 18, a dynamic batch axis, input
-  ``obs``, outputs ``logits`` (+ ``value``), checked with ``onnx.checker``.
+  ``obs``, outputs ``logits`` and ``value``, checked with ``onnx.checker``.
 * TFLite: ``litert_torch.convert`` (LiteRT Torch, no TensorFlow needed) with the batch size
   fixed at export time (TFLite graphs and the Edge TPU want static shapes), signature
-  ``serving_default`` with input ``obs`` and outputs ``logits`` (+ ``value``).
+  ``serving_default`` with input ``obs`` and outputs ``logits`` and ``value``.
+
+Both outputs are always exported, as the thesis's graphs had them (``output[0]``,
+``output[1]``): fidelity compares the value head too, and every backend then times the same
+graph.
 
 Both graphs take the raw observation: uint8 frames for Atari, scaled by 1/255 inside. Files
 are written to a temporary name and renamed, and an existing file is replaced only with
@@ -79,11 +83,11 @@ def quiet():
             lg.setLevel(level)
 
 
-def export_onnx(policy: RunPolicy, path: Path, with_value: bool = False) -> ExportResult:
+def export_onnx(policy: RunPolicy, path: Path) -> ExportResult:
     """Write the ONNX graph of ``policy`` to ``path`` and validate it with ``onnx.checker``."""
     import onnx
 
-    graph = PolicyGraph(policy.model, with_value).eval()
+    graph = PolicyGraph(policy.model, with_value=True).eval()
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     batch = torch.export.Dim("batch")
     with quiet():
@@ -116,11 +120,9 @@ def convert_tflite(graph: PolicyGraph, example: torch.Tensor, path: Path) -> Non
         litert_torch.convert(named, (), sample_kwargs={"obs": example}).export(str(path))
 
 
-def export_tflite(
-    policy: RunPolicy, path: Path, with_value: bool = False, batch_size: int = 1
-) -> ExportResult:
+def export_tflite(policy: RunPolicy, path: Path, batch_size: int = 1) -> ExportResult:
     """Write the TFLite graph of ``policy`` (batch ``batch_size``) to ``path``."""
-    graph = PolicyGraph(policy.model, with_value).eval()
+    graph = PolicyGraph(policy.model, with_value=True).eval()
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     convert_tflite(graph, policy.example(batch_size), tmp)
     replace_file(tmp, path)
@@ -153,7 +155,6 @@ def export_run(
     fmt: str,
     *,
     checkpoint: Path | None = None,
-    with_value: bool = False,
     batch_size: int = 1,
     force: bool = False,
     policy: RunPolicy | None = None,
@@ -169,9 +170,9 @@ def export_run(
     check_writable(path, force)
     out.mkdir(exist_ok=True)
     if fmt == "onnx":
-        result = export_onnx(policy, path, with_value)
+        result = export_onnx(policy, path)
         write_meta(policy, fmt, result, opset=ONNX_OPSET, batch="dynamic")
     else:
-        result = export_tflite(policy, path, with_value, batch_size)
+        result = export_tflite(policy, path, batch_size)
         write_meta(policy, fmt, result, batch=batch_size, converter="litert-torch")
     return result

@@ -1,9 +1,9 @@
 """A run's trained policy, and the graph that every exporter converts.
 
-The exported graph is the acting half of the network: raw observation in (uint8 frames for
-Atari, float32 features otherwise), the scaling to [0, 1] inside, ``logits`` out, and
-``value`` only when asked for. With separate policy and value towers (the thesis's models)
-acting never needs the value tower, so leaving it out halves the work per step.
+The exported graph is the whole network, as the thesis exported it: raw observation in
+(uint8 frames for Atari, float32 features otherwise), the scaling to [0, 1] inside,
+``logits`` and ``value`` out. Acting needs only the logits, but the fidelity check compares
+the value head too (the thesis's ``output[1]``), and every backend then runs the same graph.
 """
 
 from __future__ import annotations
@@ -162,10 +162,21 @@ class PolicyGraph(nn.Module):
 
 
 @torch.no_grad()
+def torch_outputs(
+    model: ActorCritic, obs: np.ndarray, batch: int = 256
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reference fp32 (logits (N, A), value (N,)) of ``model`` on ``obs`` (N, ...), in
+    batches, as float32."""
+    logits, values = [], []
+    for i in range(0, len(obs), batch):
+        lg, v = model(torch.from_numpy(np.ascontiguousarray(obs[i : i + batch])))
+        logits.append(lg.float().numpy())
+        values.append(v.float().numpy())
+    if not logits:
+        return np.zeros((0, model.logits_head.out_features), np.float32), np.zeros(0, np.float32)
+    return np.concatenate(logits), np.concatenate(values)
+
+
 def torch_logits(model: ActorCritic, obs: np.ndarray, batch: int = 256) -> np.ndarray:
     """Reference fp32 logits of ``model`` on ``obs`` (N, ...), in batches, as float32."""
-    out = [
-        model(torch.from_numpy(np.ascontiguousarray(obs[i : i + batch])))[0].float().numpy()
-        for i in range(0, len(obs), batch)
-    ]
-    return np.concatenate(out) if out else np.zeros((0, model.logits_head.out_features), np.float32)
+    return torch_outputs(model, obs, batch)[0]

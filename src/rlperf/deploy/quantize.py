@@ -2,8 +2,8 @@
 
 * ONNX Runtime: ``quantize_static`` in QDQ form with per-channel int8 weights (7 of their 8
   bits used, so no CPU's kernels saturate) and int8 activations, calibrated (min/max) on the
-  dataset -> ``policy_int8.onnx``. The uint8 input and the float ``logits`` output stay as
-  they are; the dynamic batch axis is kept.
+  dataset -> ``policy_int8.onnx``. The uint8 input and the float ``logits`` and ``value``
+  outputs stay as they are; the dynamic batch axis is kept.
 * TFLite: full-integer quantization with uint8 input and uint8 outputs, the form the Edge TPU
   compiler accepts -> ``policy_int8.tflite``. LiteRT Torch converts a float-input copy of the
   graph, then the TFLite calibrator and quantizer shipped in ``ai-edge-litert`` (the same C++
@@ -111,7 +111,7 @@ def quantize_tflite(policy: RunPolicy, dst: Path, calib: np.ndarray) -> None:
         raise UserInputError(
             f"this ai-edge-litert has no TFLite calibrator ({exc}); install the 'export' extra"
         ) from None
-    graph = PolicyGraph(policy.model).eval()
+    graph = PolicyGraph(policy.model, with_value=True).eval()
     example = policy.example(1).float()  # float input 0..255: what the calibrator quantizes
     with tempfile.TemporaryDirectory() as tmpdir:
         float_path = Path(tmpdir) / "float_input.tflite"
@@ -173,7 +173,7 @@ def quantize_run(
             quantize_onnx(fp32, int8, calib)
         else:
             quantize_tflite(policy, int8, calib)
-        result = ExportResult(int8, int8.stat().st_size, ("logits",))
+        result = ExportResult(int8, int8.stat().st_size, ("logits", "value"))
         write_meta(policy, f"{fmt}-int8", result, calibration_samples=len(calib))
         results.append(QuantizeResult(fmt, int8, fp32.stat().st_size, result.bytes))
     return results

@@ -206,17 +206,21 @@ def build_report(
         inf = Section("inference", "Inference latency and fidelity")
         inf.paragraphs.append(
             "Each call is timed alone (input copy and (de)quantization included, env step "
-            "excluded), after untimed warm-up calls. Fidelity compares each backend's greedy "
-            "action with torch fp32 on recorded game observations; the thesis's int8 policy "
-            "lost every game and nothing checked it."
+            "excluded); the warm-up calls before the steady ones are timed and kept apart (the "
+            "first call, and the first game with them counted in it). Energy per call is the "
+            "energy over the games (RAPL CPU package, NVML GPUs) divided by the calls. "
+            "Fidelity compares each backend's greedy action, logits and value with torch fp32 "
+            "on recorded game observations; the thesis's int8 policy lost every game and "
+            "nothing checked it."
         )
         latency, fid = inference_tables(col.inference)
         inf.figures.append(
             figure(
                 "inference_latency.png",
                 lambda p: plots.inference(col.inference, p),
-                "Model time per call by backend and model (thesis Figures 4.12-4.13, Table 4.1).",
-                "grouped bars of inference latency per backend and model",
+                "Model time per call of every inference point: steady p50 and p99, the first "
+                "call and the first game (thesis Figure 4.12, Table 4.1).",
+                "one horizontal bar per inference point with first-call and first-game markers",
                 col.inference,
             )
         )

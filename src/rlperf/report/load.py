@@ -37,6 +37,8 @@ INFER_CSV_COLUMNS = [
     "p99",
     "reward",
 ]
+INFER_CSV_ENERGY = ["energy_j_per_call", "energy_source"]
+"""Run-level energy columns that newer ``--time-output`` files add after the per-game ones."""
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -216,19 +218,32 @@ def _load_inference(
     )
 
 
+def _csv_energy(row: list[str]) -> dict[str, Any]:
+    """The energy record of a ``--time-output`` row's run-level columns."""
+    joules, source = row
+    if not joules:
+        return {"joules_per_call": None, "source": None, "reason": source}
+    return {"joules_per_call": float(joules), "source": source, "reason": None}
+
+
 def _load_infer_csv(path: Path) -> InferenceData | None:
     """A ``rlperf infer --time-output`` file as one inference measurement (per-game rows
     combined: calls = steps summed, mean = model time / calls, p50/p99 = medians of the
-    per-game values)."""
+    per-game values; the first game's mean kept apart; the run's energy per call when the
+    file has it)."""
     try:
         with path.open(newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
     except (OSError, UnicodeDecodeError):
         return None
-    if not rows or rows[0] != INFER_CSV_COLUMNS or len(rows) < 2:
+    if not rows or len(rows) < 2:
         return None
+    if rows[0] not in (INFER_CSV_COLUMNS, INFER_CSV_COLUMNS + INFER_CSV_ENERGY):
+        return None
+    n = len(INFER_CSV_COLUMNS)
     try:
-        games = [dict(zip(INFER_CSV_COLUMNS, map(float, r), strict=True)) for r in rows[1:]]
+        games = [dict(zip(INFER_CSV_COLUMNS, map(float, r[:n]), strict=True)) for r in rows[1:]]
+        energy = _csv_energy(rows[1][n:]) if len(rows[0]) > n else None
     except ValueError:
         return None
     calls = sum(g["steps"] for g in games)
@@ -244,6 +259,7 @@ def _load_infer_csv(path: Path) -> InferenceData | None:
         "p99_ms": p99[len(p99) // 2],
         "mean_return": sum(g["reward"] for g in games) / len(games),
         "episodes_finished": len(games),
+        "energy": energy,
         "fidelity": None,
         "source": "rlperf infer --time-output",
     }

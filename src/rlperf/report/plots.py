@@ -8,6 +8,7 @@ bars (their labels are long sweep point names), in the order the report lists th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -394,38 +395,76 @@ def importances(values: dict[str, float], path: Path) -> Path:
     return _save(fig, path)
 
 
-def inference(items: list[InferenceData], path: Path) -> Path:
-    """Model time per call: p50 bars with p99 whiskers, grouped by model (thesis Figures
-    4.12-4.13, Table 4.1)."""
-    models = list(dict.fromkeys(str(i.result.get("model")) for i in items))
-    backends = list(dict.fromkeys(_backend_name(i) for i in items))
-    fig = _figure(12, 4.4)
-    ax = fig.subplots()
-    width = 0.8 / max(1, len(backends))
-    for b, backend in enumerate(backends):
-        xs, p50, err = [], [], []
-        for m, model in enumerate(models):
-            hit = next(
-                (
-                    i
-                    for i in items
-                    if str(i.result.get("model")) == model and _backend_name(i) == backend
-                ),
-                None,
+@dataclass(frozen=True)
+class InferenceRow:
+    """One inference point as Figure 4.12 draws it (ms; None where not recorded)."""
+
+    label: str
+    p50_ms: float | None
+    p99_ms: float | None
+    first_call_ms: float | None
+    first_episode_mean_ms: float | None
+
+
+def inference_rows(items: list[InferenceData]) -> list[InferenceRow]:
+    """One row per inference point, in the order found (never merged by backend: R1..R8 of
+    one model on one backend are different experiments)."""
+
+    def get(item: InferenceData, key: str) -> float | None:
+        value = item.result.get(key)
+        return None if value is None else float(value)
+
+    rows = []
+    for i in items:
+        backend = _backend_name(i)
+        label = i.label if backend.split()[0] in i.label else f"{i.label} [{backend}]"
+        rows.append(
+            InferenceRow(
+                label,
+                get(i, "p50_ms"),
+                get(i, "p99_ms"),
+                get(i, "first_call_ms"),
+                get(i, "first_episode_mean_ms"),
             )
-            if hit is None or hit.result.get("p50_ms") is None:
-                continue
-            xs.append(m + (b - (len(backends) - 1) / 2) * width)
-            p50.append(float(hit.result["p50_ms"]))
-            p99 = hit.result.get("p99_ms")
-            err.append(max(0.0, float(p99) - p50[-1]) if p99 is not None else 0.0)
-        ax.bar(xs, p50, width=width, label=backend, yerr=[[0.0] * len(err), err], capsize=3)
-    ax.set_xticks(range(len(models)), models)
-    ax.set_ylabel("model time per call (ms): p50 bar, p99 whisker")
-    ax.set_xlabel("model")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, ncols=min(4, len(backends)))
-    ax.set_title("Inference latency by backend", fontsize=10)
+        )
+    return rows
+
+
+def draw_inference(ax, rows: list[InferenceRow]) -> None:  # noqa: ANN001 - a matplotlib Axes
+    """Horizontal bars of the steady p50 with p99 whiskers, and markers for the first call
+    and the first game, one row per point, on ``ax``."""
+    ys = list(range(len(rows)))
+    p50 = [r.p50_ms or 0.0 for r in rows]
+    whisker = [max(0.0, r.p99_ms - r.p50_ms) if r.p50_ms and r.p99_ms else 0.0 for r in rows]
+    ax.barh(ys, p50, xerr=[[0.0] * len(rows), whisker], capsize=3, color="#4c72b0",
+            label="steady calls: p50 bar, p99 whisker")  # fmt: skip
+    for attr, marker, color, text in (
+        ("first_episode_mean_ms", "o", "#dd8452", "first game: mean per call, warm-up included"),
+        ("first_call_ms", "x", "#c44e52", "first call (cold)"),
+    ):
+        pts = [(getattr(r, attr), y) for r, y in zip(rows, ys, strict=True) if getattr(r, attr)]
+        if pts:
+            xs, yy = zip(*pts, strict=True)
+            ax.scatter(xs, yy, marker=marker, color=color, zorder=3, label=text)
+    ax.set_yticks(ys, [r.label for r in rows])
+    ax.invert_yaxis()  # first point on top, as in the tables
+    values = [v for r in rows for v in (r.p50_ms, r.p99_ms, r.first_call_ms) if v]
+    if values and max(values) > 50 * min(values):  # a cold first call can be 1000x a step
+        ax.set_xscale("log")
+    ax.set_xlabel("model time per call (ms)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+
+
+def inference(items: list[InferenceData], path: Path) -> Path:
+    """Model time per call of every inference point, one row each (thesis Figure 4.12, the
+    latencies of Table 4.1): the steady p50 and p99 beside the first call and the first
+    game, which pay the one-off costs the steady figures leave out."""
+    rows = inference_rows(items)
+    fig = _figure(12, _bar_height(len(rows)))
+    ax = fig.subplots()
+    draw_inference(ax, rows)
+    ax.set_title("Inference latency of every point: steady, first call, first game", fontsize=10)
     return _save(fig, path)
 
 

@@ -147,12 +147,34 @@ def _policy_label(result: dict[str, Any]) -> str:
     return f"{model} ({Path(str(policy)).name})"
 
 
+def _energy_mj(result: dict[str, Any]) -> float | None:
+    """Energy per call in millijoules, None where it was not measured."""
+    joules = (result.get("energy") or {}).get("joules_per_call")
+    return None if joules is None else 1000 * float(joules)
+
+
+def _energy_source(result: dict[str, Any]) -> str | None:
+    energy = result.get("energy")
+    if not energy:
+        return None  # a result from before energy was saved
+    return energy.get("source") or f"not measured: {energy.get('reason')}"
+
+
+def _latency_cell(result: dict[str, Any]) -> str:
+    cell = f"{result['p50_ms']:.3f} / {result.get('p99_ms', float('nan')):.3f}"
+    mj = _energy_mj(result)
+    return cell + (f"; {mj:.3f} mJ" if mj is not None else "; energy n/a")
+
+
 def inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
+    """Table 4.1's shape (models x backends: latency and energy per call) and one row per
+    inference point (latency, first call and first game, energy, fidelity)."""
     models = list(dict.fromkeys(_policy_label(i.result) for i in items))
     backends = list(dict.fromkeys(plots._backend_name(i) for i in items))
     latency = Table(
         "inference_latency",
-        "Model time per call, p50 / p99 (ms), batch as noted (the shape of the thesis's Table 4.1)",
+        "Model time per call, p50 / p99 (ms), and energy per call (mJ; its source in the "
+        "next table), batch as noted (the shape of the thesis's Table 4.1)",
         ["model", *backends],
     )
     for model in models:
@@ -169,14 +191,15 @@ def inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
             if hit is None or hit.result.get("p50_ms") is None:
                 row.append(None)
             else:
-                row.append(
-                    f"{hit.result['p50_ms']:.3f} / {hit.result.get('p99_ms', float('nan')):.3f}"
-                )
+                row.append(_latency_cell(hit.result))
         latency.rows.append(row)
     fidelity = Table(
         "inference_fidelity",
-        "Fidelity against torch fp32 (action agreement on recorded observations)",
+        "Every inference point: steady latency, the first (cold) call and the first game "
+        "(warm-up calls counted in it), energy per call, and fidelity against torch fp32 "
+        "(action agreement, logits and value on recorded observations)",
         [
+            "point",
             "model",
             "backend",
             "precision",
@@ -184,9 +207,15 @@ def inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
             "p50 ms",
             "p99 ms",
             "mean ms",
+            "first call ms",
+            "first game ms",
+            "energy mJ/call",
+            "energy source",
             "agreement",
             "max |dlogits|",
             "relative",
+            "max |dvalue|",
+            "mean |dvalue|",
             "fidelity",
             "runtime",
         ],
@@ -197,6 +226,7 @@ def inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
         verdict = "-" if not f else ("pass" if f.get("passed") else f"FAIL: {f.get('problem')}")
         fidelity.rows.append(
             [
+                i.label,
                 _policy_label(r),
                 plots._backend_name(i),
                 r.get("precision"),
@@ -204,9 +234,15 @@ def inference_tables(items: list[InferenceData]) -> tuple[Table, Table]:
                 r.get("p50_ms"),
                 r.get("p99_ms"),
                 r.get("mean_ms"),
+                r.get("first_call_ms"),
+                r.get("first_episode_mean_ms"),
+                _energy_mj(r),
+                _energy_source(r),
                 f"{f['agreement']:.2%}" if f.get("agreement") is not None else None,
                 f.get("max_abs_dlogits"),
                 f.get("rel_dlogits"),
+                f.get("max_abs_dvalue"),
+                f.get("mean_abs_dvalue"),
                 verdict,
                 r.get("detail") or r.get("source"),
             ]

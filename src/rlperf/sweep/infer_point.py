@@ -12,8 +12,10 @@ It does in one fresh process what ``rlperf export``, ``rlperf quantize`` and ``r
    observations of the game: the trained policy's own play, or random play for a fresh
    network);
 3. ``infer.steps`` greedy model calls (or ``infer.episodes`` games) in the evaluation env,
-   each call timed alone (:func:`rlperf.deploy.infer.run_greedy`);
-4. fidelity against torch fp32 on ``infer.fidelity_observations`` recorded observations.
+   each call timed alone, the first (cold) call and the first game kept apart, and the
+   energy per call over the games (:func:`rlperf.deploy.infer.run_measured`);
+4. fidelity against torch fp32 (logits and value) on ``infer.fidelity_observations``
+   recorded observations.
 
 Results go to ``OUT_DIR/inference.json``, with a ``manifest.json`` (command, machine,
 status) like a training run's, so reports treat both alike.
@@ -147,15 +149,13 @@ def _manifest(command: list[str], status: str, started: str, error: str | None) 
 
 def run_point(config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """Do the point's work and return what goes into ``inference.json``."""
-    import numpy as np
-
     from rlperf.config.load import apply_dict
     from rlperf.config.schema import RunConfig
     from rlperf.deploy.backends import BACKENDS, make_backend
     from rlperf.deploy.dataset import record_observations
     from rlperf.deploy.fidelity import check_backend
-    from rlperf.deploy.infer import run_greedy
-    from rlperf.deploy.policy import load_run_policy, torch_logits
+    from rlperf.deploy.infer import run_measured
+    from rlperf.deploy.policy import load_run_policy, torch_outputs
 
     cfg = RunConfig()
     apply_dict(cfg, config["config"], "inference point config")
@@ -171,13 +171,11 @@ def run_point(config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         obs, _ = record_observations(
             policy.cfg, policy.dim, s.fidelity_observations, seed=s.seed + 1, policy=player
         )
-        reference = torch_logits(policy.model.cpu(), obs)
+        reference = torch_outputs(policy.model.cpu(), obs)
     backend = make_backend(s.backend, policy, s.threads, s.batch_size, device=s.device)
-    result = run_greedy(
+    result, energy = run_measured(
         backend, policy, episodes=s.episodes, steps=s.steps, seed=s.seed, batch_size=s.batch_size
     )
-    ms = result.call_times_ns / 1e6
-    finished = result.episodes[: len(result.episodes) - result.unfinished]
     out: dict[str, Any] = {
         "model": policy.cfg.model.name,
         "env": policy.cfg.env.id,
@@ -189,13 +187,8 @@ def run_point(config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         "detail": backend.detail,
         "policy": s.run or "fresh network (random weights)",
         "checkpoint": str(policy.checkpoint),
-        "calls": int(len(ms)),
-        "p50_ms": float(np.percentile(ms, 50)),
-        "p90_ms": float(np.percentile(ms, 90)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "mean_ms": float(ms.mean()),
-        "episodes_finished": len(finished),
-        "mean_return": float(np.mean([e.reward for e in finished])) if finished else None,
+        **result.record(),
+        "energy": energy.record(),
         "fidelity": None,
     }
     if obs is not None and reference is not None:
@@ -205,6 +198,9 @@ def run_point(config: dict[str, Any], out_dir: Path) -> dict[str, Any]:
             "agreement": f.agreement,
             "max_abs_dlogits": f.max_abs_dlogits,
             "rel_dlogits": f.rel_dlogits,
+            "max_abs_dvalue": f.max_abs_dvalue,
+            "mean_abs_dvalue": f.mean_abs_dvalue,
+            "rel_dvalue": f.rel_dvalue,
             "passed": f.passed,
             "problem": f.problem,
         }
