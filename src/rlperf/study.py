@@ -26,7 +26,7 @@ from pathlib import Path
 from rlperf.arguments import ArgumentParser
 from rlperf.core.errors import UserInputError
 
-STUDIES = ("quick",)
+STUDIES = ("quick", "thesis")
 DEFAULT_REPORT = Path("reports") / "quick"
 DEFAULT_RUNS = Path("runs") / "study-quick"
 BACKENDS = ("torch", "onnx", "onnx-int8", "tflite", "tflite-int8", "edgetpu")
@@ -49,6 +49,7 @@ def run_quick(
     say: Callable[[str], None] = print,
 ) -> int:
     """The quick study; returns the exit code (0 when the report was written)."""
+    from rlperf.report.browser import check_in_browser
     from rlperf.report.build import build_report
     from rlperf.sweep.machine import Machine
     from rlperf.sweep.plan import plan_points
@@ -98,19 +99,7 @@ def run_quick(
         title="rlperf quick study: PPO on Pong, precision, engine and compute per step, inference backends",
         command="rlperf study quick",
     )
-    code = 0
-    if browser_check:
-        from rlperf.report.browser import BrowserError, check_page, find_chromium
-
-        if find_chromium() is None:
-            say("browser check: skipped (no Chromium installed)")
-        else:
-            try:
-                check = check_page(result.index)
-                say(f"browser check: {check.describe()}")
-                code = 0 if check.ok else 1
-            except BrowserError as exc:
-                say(f"browser check: not done: {exc}")
+    code = check_in_browser(result.index, say) if browser_check else 0
     failed = trained.count("failed") + inferred.count("failed")
     if failed:
         say(f"study quick: {failed} point(s) failed; the report shows which and why")
@@ -127,22 +116,32 @@ def _move_aside(path: Path) -> Path | None:
 
 
 def cmd_study(argv: Sequence[str]) -> int:
+    from rlperf import thesis_study
+
     p = ArgumentParser(
         prog="rlperf study",
-        description="A whole study in one command: training runs, an inference benchmark of "
-        "the trained policy and the report. Running it again resumes.",
+        description="A whole study in one command: its sweeps, then the report. Running it "
+        "again resumes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="quick: PPO on Pong, one lever at a time (fp32, bf16, a C++ engine, the atari-fast "
         "preset; 60 s of training each), inference on every available backend, then "
-        "reports/quick/index.html (about 5 minutes on 2 idle cores)",
+        "reports/quick/index.html (about 5 minutes on 2 idle cores)\n"
+        "thesis: the thesis's experiment matrices (Tables 3.2, 3.3, 3.4, 4.1, Fig 3.3a and its "
+        "worker trends), every point this machine's hardware allows, budgets scaled to its "
+        "cores, then reports/thesis/index.html (about 30 minutes on 2 idle cores)",
         allow_abbrev=False,
     )
     p.add_argument("study", choices=STUDIES, help="which study")
+    p.add_argument("-o", "--output", metavar="DIR", help="report directory (default reports/STUDY)")
+    p.add_argument("--runs", metavar="DIR", help="where the runs go (default runs/study-STUDY)")
     p.add_argument(
-        "-o", "--output", metavar="DIR", help=f"report directory (default {DEFAULT_REPORT})"
+        "--budget-s", metavar="S", help="quick: seconds of training per run (default 60)"
     )
-    p.add_argument("--runs", metavar="DIR", help=f"where the runs go (default {DEFAULT_RUNS})")
-    p.add_argument("--budget-s", metavar="S", help="seconds of training per run (default 60)")
+    p.add_argument(
+        "--parts",
+        metavar="LIST",
+        help=f"thesis: the parts to run, comma-separated (default all: {','.join(thesis_study.PARTS)})",
+    )
     p.add_argument(
         "--fresh", action="store_true", help="move an earlier study aside and start over"
     )
@@ -150,26 +149,54 @@ def cmd_study(argv: Sequence[str]) -> int:
         "--no-browser-check", action="store_true", help="do not open the page in Chromium"
     )
     args = p.parse_args(list(argv))
-    budget = None
-    if args.budget_s is not None:
-        try:
-            budget = float(args.budget_s)
-        except ValueError:
-            raise UserInputError(
-                f"--budget-s must be a positive number, got {args.budget_s!r}"
-            ) from None
-        if not budget > 0:
-            raise UserInputError(f"--budget-s must be a positive number, got {args.budget_s!r}")
-    runs = Path(args.runs) if args.runs else DEFAULT_RUNS
-    report = Path(args.output) if args.output else DEFAULT_REPORT
+    default_runs = {"quick": DEFAULT_RUNS, "thesis": thesis_study.DEFAULT_RUNS}[args.study]
+    default_report = {"quick": DEFAULT_REPORT, "thesis": thesis_study.DEFAULT_REPORT}[args.study]
+    runs = Path(args.runs) if args.runs else default_runs
+    report = Path(args.output) if args.output else default_report
+    say = lambda text: print(text, flush=True)  # noqa: E731
+    if args.study == "thesis":
+        if args.budget_s is not None:
+            raise UserInputError("--budget-s is the quick study's; the thesis study scales its own")
+        parts = _parts(args.parts, thesis_study.PARTS)
+    elif args.parts is not None:
+        raise UserInputError("--parts is the thesis study's; the quick study has no parts")
     if args.fresh:
         moved = _move_aside(runs)
         if moved is not None:
-            print(f"study quick: earlier study moved to {moved}")
+            print(f"study {args.study}: earlier study moved to {moved}")
+    if args.study == "thesis":
+        return thesis_study.run_thesis(
+            report, runs, parts=parts, browser_check=not args.no_browser_check, say=say
+        )
     return run_quick(
         report,
         runs,
-        budget_s=budget,
+        budget_s=_budget(args.budget_s),
         browser_check=not args.no_browser_check,
-        say=lambda text: print(text, flush=True),
+        say=say,
     )
+
+
+def _budget(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        budget = float(text)
+    except ValueError:
+        raise UserInputError(f"--budget-s must be a positive number, got {text!r}") from None
+    if not budget > 0:
+        raise UserInputError(f"--budget-s must be a positive number, got {text!r}")
+    return budget
+
+
+def _parts(text: str | None, known: Sequence[str]) -> list[str]:
+    if text is None:
+        return list(known)
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in known]
+    if unknown or not parts:
+        raise UserInputError(
+            f"--parts {text!r}: unknown part(s) {', '.join(unknown) or '(none given)'}; "
+            f"parts: {', '.join(known)}"
+        )
+    return parts

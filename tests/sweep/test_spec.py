@@ -234,6 +234,7 @@ def test_fingerprint_follows_the_resolved_config() -> None:
         ("thesis-cpu", 27, 0),  # every Table 3.3 experiment uses a GPU
         ("thesis-inference", 32, 4),  # R8 (no GPUs) for each model and the trained policy
         ("thesis-models", 6, 6),  # Figure 3.3a: the six models, same budget
+        ("thesis-workers", 4, 4),  # the worker trends of Figs 4.2, 4.3, 4.8, on the CPU
         ("thesis-models-long", 3, 3),  # Figure 3.3b: models 1, 3 and 4 trained longer
     ],
 )
@@ -275,7 +276,7 @@ def test_thesis_models_long_trains_models_1_3_4_longer_and_otherwise_alike() -> 
 
     long = plan_points(load_spec("thesis-models-long"), [], FAKE_CPU_ONLY)
     assert [p.cfg.model.name for p in long] == ["thesis-1", "thesis-3", "thesis-4"]
-    assert {p.cfg.stop.iterations for p in long} == {5000}  # longer than the selection's 2000
+    assert {p.cfg.stop.iterations for p in long} == {11000}  # the thesis: 11000, in stages
     selection = settings("thesis-models")
     assert settings("thesis-models-long") == {
         m: selection[m] for m in ("thesis-1", "thesis-3", "thesis-4")

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,3 +308,18 @@ def _inspect(pipe: _Pipe, url: str, width: int, height: int, timeout: float) -> 
         blank=is_blank(png),
         version=version,
     )
+
+
+def check_in_browser(index: Path, say: Callable[[str], None]) -> int:
+    """Open a report page in headless Chromium where one is installed: 1 when the page does
+    not render, else 0 (no Chromium, or the check could not be done, is said, not failed)."""
+    if find_chromium() is None:
+        say("browser check: skipped (no Chromium installed)")
+        return 0
+    try:
+        check = check_page(index)
+    except BrowserError as exc:
+        say(f"browser check: not done: {exc}")
+        return 0
+    say(f"browser check: {check.describe()}")
+    return 0 if check.ok else 1
