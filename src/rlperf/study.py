@@ -128,7 +128,7 @@ def cmd_study(argv: Sequence[str]) -> int:
         "reports/quick/index.html (about 5 minutes on 2 idle cores)\n"
         "thesis: the thesis's experiment matrices (Tables 3.2, 3.3, 3.4, 4.1, Fig 3.3a and its "
         "worker trends), every point this machine's hardware allows, budgets scaled to its "
-        "cores, then reports/thesis/index.html (about 30 minutes on 2 idle cores)",
+        "cores, then reports/thesis/index.html (about 20 minutes on 2 idle cores)",
         allow_abbrev=False,
     )
     p.add_argument("study", choices=STUDIES, help="which study")

@@ -73,10 +73,10 @@ def test_the_thesis_study_runs_what_this_machine_allows_into_one_report(tmp_path
 
 def test_the_budget_follows_the_machine_and_never_exceeds_the_thesis() -> None:
     small, big, gpu = study_budget(2, 0), study_budget(64, 0), study_budget(16, 1)
-    assert (small.train_iterations, small.update_epochs) == (2, 3)
+    assert (small.train_iterations, small.update_epochs) == (3, 3)
     assert big.train_iterations == 20 and big.backend_calls == 2000 and big.infer_episodes == 10
     assert gpu.update_epochs == 30  # the thesis's epochs where a GPU learns
-    assert small.overrides("training")[0] == ("stop.iterations", 2)
+    assert small.overrides("training")[0] == ("stop.iterations", 3)
 
 
 @pytest.mark.parametrize(

@@ -220,7 +220,7 @@ def memory_figure(summaries: list[RunSummary]) -> Figure:
     ram.set_title("RAM of the run's processes", fontsize=10)
     series = [(i, f"GPU {i}", GPU_COLORS[n % len(GPU_COLORS)]) for n, i in enumerate(gpus)]
     _grouped(gpu, labels, [s.gpu_mem_mb for s in summaries], series, "MiB in use (NVML)", "no GPU")
-    gpu.set_title("GPU memory in use (every process's, as nvidia-smi shows it)", fontsize=10)
+    gpu.set_title("GPU memory in use (all processes')", fontsize=10)
     if len(gpus) > 1:
         gpu.legend(fontsize=8, loc="lower right")
     fig.suptitle("Memory per configuration (mean over steady iterations)")

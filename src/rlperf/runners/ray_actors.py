@@ -35,6 +35,7 @@ fail again until a timeout.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 import time
@@ -113,7 +114,7 @@ class RayRunner(LocalLearner, RolloutDriver):
         if cfg.channels_last:
             self.learner.to(memory_format=torch.channels_last)
         self.max_policy_lag = algo.data_spec.max_policy_lag
-        self.asynchronous = self.max_policy_lag > 0
+        self.asynchronous = self._asynchronous()
         self.num_steps = algo.data_spec.horizon
         self.envs_per_actor = num_envs // cfg.num_workers
         self.make_env_slice = make_env_slice
@@ -130,8 +131,11 @@ class RayRunner(LocalLearner, RolloutDriver):
         self.connection = connect(cfg, min_local_cpus=self._min_local_cpus())
         try:
             if self.connection.owned and cfg.torch_threads is None:
-                # A private local Ray: the actors share this machine with the learner.
-                torch.set_num_threads(learner_threads(cfg))
+                # A private local Ray: the actors share this machine with the learner. Acting
+                # overlaps learning only when asynchronous; synchronous actors wait while the
+                # learner learns, so it takes every CPU.
+                cpus = len(cfg.cpu_affinity or os.sched_getaffinity(0))
+                torch.set_num_threads(learner_threads(cfg) if self.asynchronous else cpus)
             self.gpus_per_actor = self._gpus_per_actor()
             check_capacity(
                 self._ray, cfg.num_workers, cfg.ray_num_cpus_per_actor, self.gpus_per_actor
@@ -144,6 +148,10 @@ class RayRunner(LocalLearner, RolloutDriver):
             raise
 
     # ------------------------------------------------------------------ actors
+
+    def _asynchronous(self) -> bool:
+        """Whether acting overlaps learning (the algorithm tolerates policy lag)."""
+        return self.max_policy_lag > 0
 
     def _min_local_cpus(self) -> float:
         """CPUs a private local Ray declares at least (beyond ``runner.ray_num_cpus`` or the

@@ -20,12 +20,11 @@ their next rollout, and which overlaps acting with learning for APPO/IMPALA) in 
 
 On a private local Ray the runner declares at least one CPU per worker, so a thesis point
 with more workers than cores runs, time-shared, as it would have with ``ray.init`` told
-more CPUs (the sweeps flag such points).
+more CPUs (the sweeps flag such points); the workers wait while the learner learns, so the
+learner takes every CPU (RLlib's driver likewise ran its SGD on 8 threads).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from rlperf.runners.ray_actors import RayRunner
 
@@ -35,9 +34,8 @@ class RLlibWorkers(RayRunner):
 
     name = "rllib"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.asynchronous = False
+    def _asynchronous(self) -> bool:
+        return False  # RLlib 1.1's PPO sampled synchronously, whatever the algorithm
 
     def _min_local_cpus(self) -> float:
         return self.cfg.num_workers * self.cfg.ray_num_cpus_per_actor
