@@ -275,28 +275,27 @@ class Check:
         self.keep_figures(report)
 
     def placements_sweep(self, step: Step) -> str:
-        """The shipped sweep; a copy when dry (2 workers a point, 64 steps each, 1 epoch:
-        points set their own worker counts, which command-line overrides do not change) or
-        when Ray is not installed (the GPU machine carries no Ray wheel: over the carry
-        limit), where the points' workers are env worker processes (runner subprocess)
-        acting in the learner, and the summary says so."""
+        """The shipped sweep where Ray is installed. Without Ray (the GPU machine carries no
+        Ray wheel: it is over the carry limit) a copy whose workers are env worker
+        processes (runner subprocess) acting in the learner, and the summary says so. Dry,
+        the same copy as on the GPU machine with 2 workers a point, 64 steps each and 1
+        epoch (points set their own worker counts, which command-line overrides do not
+        change)."""
         import importlib.util
 
-        has_ray = importlib.util.find_spec("ray") is not None
-        if not self.dry and has_ray:
+        if not self.dry and importlib.util.find_spec("ray") is not None:
             return "thesis-placements"
         import yaml
 
         spec = yaml.safe_load(
             (ROOT / "src/rlperf/sweep/presets/thesis-placements.yaml").read_text()
         )
+        spec["base"]["runner.name"] = "subprocess"
+        step.figures["runner"] = "subprocess (no Ray on the GPU machine)"
         if self.dry:
             spec["base"].update({"ppo.update_epochs": 1, "ppo.num_steps": 64})
             for point in spec["points"]:
                 point["workers"] = 2
-        if not has_ray:
-            spec["base"]["runner.name"] = "subprocess"
-            step.figures["runner"] = "subprocess (Ray not installed)"
         path = self.work / "thesis-placements-copy.yaml"
         path.write_text(yaml.safe_dump(spec))
         return str(path)

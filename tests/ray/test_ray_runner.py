@@ -292,7 +292,7 @@ def _rllib_run(two_nodes, runs_root: Path, workers: int) -> tuple[list[dict], di
     """``rlperf train -w N`` on the shared cluster: the metrics rows and the manifest."""
     name = f"rllib-w{workers}"
     argv = ["train", "--preset", "cartpole", "-w", str(workers), "--ray-address", two_nodes.address]
-    argv += ["--runs-root", str(runs_root), "-s", name, "-i", "8", "--no-progress"]
+    argv += ["--runs-root", str(runs_root), "-s", name, "-i", "6", "--no-progress"]
     argv += ["runner.ray_num_cpus_per_actor=0.5", "runner.torch_threads=1", "ppo.update_epochs=1"]
     argv += ["telemetry.sysmon=false", "telemetry.tensorboard=false"]
     assert main(argv) == 0

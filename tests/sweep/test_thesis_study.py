@@ -1,5 +1,5 @@
-"""``rlperf study thesis`` end to end on a tiny budget: real sweeps (RLlib-style workers on a
-private local Ray, timed greedy inference), skipped points with their reasons, one report."""
+"""``rlperf study thesis`` end to end on a tiny budget: a real sweep (RLlib-style workers on a
+private local Ray), skipped points with their reasons, one report."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ TINY = StudyBudget(
     extra={
         # two workers with 16 steps each: every training point is seconds, whatever its model
         "training": [("workers", 2), ("ppo.num_steps", 16), ("ppo.minibatch_size", 16)],
-        "inference": [("infer.steps", 40)],
     },
 )
 
@@ -38,7 +37,7 @@ def test_the_thesis_study_runs_what_this_machine_allows_into_one_report(tmp_path
     code = run_thesis(
         tmp_path / "report",
         tmp_path / "runs",
-        parts=("training", "inference"),
+        parts=("training",),  # the inference sweeps' planning and points are tested elsewhere
         budget=TINY,
         browser_check=False,
         say=lines.append,
@@ -60,15 +59,10 @@ def test_the_thesis_study_runs_what_this_machine_allows_into_one_report(tmp_path
         )
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         assert len(rows) == 2 and all(r["update_time_ms"] > 0 for r in rows)
-    inference = _ledger(tmp_path / "runs" / "inference")
-    assert sorted(p for p, r in inference.items() if r["status"] == "completed") == [
-        f"policy={p}__R8-0_workers_no_gpus"
-        for p in ("thesis-1", "thesis-3", "thesis-4", "trained-pong")
-    ]
     page = (tmp_path / "report" / "index.html").read_text()
     # what ran and what could not, with why, in one report; the budget's overrides under it
     assert "Exp1-no_gpus_8_workers" in page and "needs GPU" in page
-    assert "R8-0_workers_no_gpus" in page and "ppo.update_epochs=1" in page
+    assert "ppo.update_epochs=1" in page
 
 
 def test_the_budget_follows_the_machine_and_never_exceeds_the_thesis() -> None:
