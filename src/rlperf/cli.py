@@ -31,7 +31,7 @@ from rlperf.config.thesis_options import (
     THESIS_PRESET,
     apply_workers,
     gpu_placement,
-    worker_gpu_share,
+    share_gpus,
 )
 from rlperf.core.errors import ConfigError, UserInputError
 from rlperf.runners.facts import RUNNER_FACTS
@@ -213,13 +213,9 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         note = apply_workers(cfg, workers, given=explicit_keys, envs_per_worker=epw)
         if note:
             print(f"rlperf: -w {workers}: {note}", file=sys.stderr)
-        if (
-            placement is not None
-            and RUNNER_FACTS[cfg.runner.name].on_ray
-            and cfg.runner.actor_device != "cpu"
-            and "runner.ray_num_gpus_per_actor" not in explicit_keys
-        ):
-            cfg.runner.ray_num_gpus_per_actor = worker_gpu_share(placement.actor_gpus, workers)
+        if placement is not None:
+            on_ray = RUNNER_FACTS[cfg.runner.name].on_ray
+            share_gpus(cfg, placement, workers, on_ray=on_ray, given=explicit_keys)
     elif args.envs_per_worker is not None:
         set_key(
             cfg,

@@ -65,10 +65,17 @@ def gpu_placement(gpu: str, driver_gpus: str | None) -> GpuPlacement:
     return GpuPlacement(visible, "cuda:0" if driver > 0 else "cpu", actor, leftover)
 
 
-def worker_gpu_share(actor_gpus: float, workers: int) -> float:
-    """Each worker's share of the GPUs left to the workers, as Ray can hold it."""
-    share = min(1.0, actor_gpus / max(workers, 1))
-    return math.floor(share / RAY_RESOURCE_STEP) * RAY_RESOURCE_STEP
+def share_gpus(
+    cfg: RunConfig, placement: GpuPlacement, workers: int, *, on_ray: bool, given: set[str]
+) -> None:
+    """``-d``'s rest divided equally among the workers (``runner.ray_num_gpus_per_actor``,
+    rounded down to what Ray can hold) when they are Ray actors (``on_ray``: the runner's
+    fact) acting on a GPU and the share was not given."""
+    runner = cfg.runner
+    if not on_ray or runner.actor_device == "cpu" or "runner.ray_num_gpus_per_actor" in given:
+        return
+    share = min(1.0, placement.actor_gpus / max(workers, 1))
+    runner.ray_num_gpus_per_actor = math.floor(share / RAY_RESOURCE_STEP) * RAY_RESOURCE_STEP
 
 
 def apply_workers(
