@@ -8,9 +8,10 @@ resampled within each game), the probability that each preset beats each other o
 game picked at random (with its interval, each preset's runs resampled independently), and
 performance profiles (the share of runs scoring above each threshold tau, with its band).
 
-rliable draws its bootstrap indices from numpy's global generator, so every computation
-runs with that generator seeded with :data:`BOOTSTRAP_SEED` (and restored afterwards):
-the same scores give the same intervals on every run of the report.
+rliable draws its bootstrap indices from numpy's global generator (its bootstraps override
+arch's index draws, so arch's own ``random_state`` would change nothing), so every
+computation runs with that generator seeded with :data:`BOOTSTRAP_SEED` (and restored
+afterwards): the same scores give the same intervals on every run of the report.
 """
 
 from __future__ import annotations
@@ -57,13 +58,12 @@ class Aggregates:
 
 
 @contextlib.contextmanager
-def seeded(seed: int = BOOTSTRAP_SEED) -> Iterator[np.random.RandomState]:
-    """numpy's global generator seeded (rliable draws from it) and restored on exit; yields a
-    RandomState with the same seed for what takes one (arch's bootstrap)."""
+def seeded(seed: int = BOOTSTRAP_SEED) -> Iterator[None]:
+    """numpy's global generator seeded (rliable draws from it), restored on exit."""
     state = np.random.get_state()
     np.random.seed(seed)
     try:
-        yield np.random.RandomState(seed)
+        yield
     finally:
         np.random.set_state(state)
 
@@ -93,13 +93,9 @@ def interval_metrics(
     intervals."""
     from rliable import library
 
-    with seeded() as state:
+    with seeded():
         points, bands = library.get_interval_estimates(
-            scores,
-            _point_metrics,
-            reps=reps,
-            confidence_interval_size=CONFIDENCE,
-            random_state=state,
+            scores, _point_metrics, reps=reps, confidence_interval_size=CONFIDENCE
         )
     return {
         name: {
@@ -121,13 +117,9 @@ def improvement_probabilities(
     if not pairs:
         return {}
     keyed = {f"{i}": pair for i, pair in enumerate(pairs.values())}
-    with seeded() as state:
+    with seeded():
         points, bands = library.get_interval_estimates(
-            keyed,
-            _improvement,
-            reps=reps,
-            confidence_interval_size=CONFIDENCE,
-            random_state=state,
+            keyed, _improvement, reps=reps, confidence_interval_size=CONFIDENCE
         )
     return {
         pair: Interval(float(points[key][0]), float(bands[key][0][0]), float(bands[key][1][0]))
