@@ -1,5 +1,5 @@
 """The ``rlperf`` command line: train, models, doctor; export, dataset, quantize, infer;
-sweep, tune, report, study.
+sweep, tune, report, study, bench.
 
 Bad input never shows a traceback: it is one line, ``rlperf: error: ...``, and exit code 2.
 
@@ -425,6 +425,12 @@ def cmd_study(argv: Sequence[str]) -> int:
     return run(argv)
 
 
+def cmd_bench(argv: Sequence[str]) -> int:
+    from rlperf.bench import cmd_bench as run
+
+    return run(argv)
+
+
 def cmd_enjoy(argv: Sequence[str]) -> int:
     from rlperf.enjoy import cmd_enjoy as run
 
@@ -441,11 +447,12 @@ COMMANDS = {
     "dataset": cmd_dataset,
     "quantize": cmd_quantize,
     "infer": cmd_infer,
-    # experiments (rlperf.sweep, rlperf.report, rlperf.study)
+    # experiments (rlperf.sweep, rlperf.report, rlperf.study, rlperf.bench)
     "sweep": cmd_sweep,
     "tune": cmd_tune,
     "report": cmd_report,
     "study": cmd_study,
+    "bench": cmd_bench,
 }
 
 
@@ -453,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(
-            "usage: rlperf {train,models,doctor,enjoy,export,dataset,quantize,infer,sweep,tune,report,study} ...\n\n"
+            "usage: rlperf {train,models,doctor,enjoy,export,dataset,quantize,infer,sweep,tune,report,study,bench} ...\n\n"
             "  train     train an agent (rlperf train --help for every option)\n"
             "  models    list the built-in models\n"
             "  doctor    machine facts and the recommended device placement\n"
@@ -465,7 +472,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "  sweep     run a grid or list of configs, each in its own process (resumable)\n"
             "  tune      search for the fastest runner, engine, workers, threads and precision here\n"
             "  report    HTML report (figures, tables, diagnosis) from run or sweep directories\n"
-            "  study     a whole study in one command: rlperf study quick"
+            "  study     a whole study in one command: rlperf study quick\n"
+            "  bench     presets against each other on a suite of games at a wall-clock budget,\n"
+            "            seeds, human-normalised scores aggregated by rliable (resumable)"
         )
         return 0 if argv else EXIT_USAGE
     command, rest = argv[0], argv[1:]

@@ -130,10 +130,10 @@ def test_an_unknown_objective_is_refused(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_parallel_trials_each_get_their_own_cpus() -> None:
-    from rlperf.sweep.tune_trial import _Slots
+    from rlperf.sweep.execute import CpuShares
 
-    slots = _Slots(list(range(8)), parallel=3)
+    slots = CpuShares(list(range(8)), parallel=3)
     with slots.take() as a, slots.take() as b, slots.take() as c:
         assert [a, b, c] == [[0, 1], [2, 3], [4, 5]]  # 8 // 3 CPUs each, none shared
-    with _Slots([0, 1], parallel=1).take() as only:
+    with CpuShares([0, 1], parallel=1).take() as only:
         assert only is None  # one trial at a time: not pinned, every CPU

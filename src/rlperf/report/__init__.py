@@ -11,5 +11,8 @@ machine, later, from copied directories. One module per concept:
 * :mod:`~rlperf.report.tables`: tables as CSV, Markdown and HTML;
 * :mod:`~rlperf.report.render`: the HTML page;
 * :mod:`~rlperf.report.build`: putting it together (``rlperf report``);
+* :mod:`~rlperf.report.bench_scores`, :mod:`~rlperf.report.bench_stats`,
+  :mod:`~rlperf.report.bench_section`, :mod:`~rlperf.report.bench_plots`: the benchmark
+  section (``rlperf bench``): the score of a run, rliable's aggregates, the section, its figures;
 * :mod:`~rlperf.report.browser`: opening the page in headless Chromium to check it.
 """

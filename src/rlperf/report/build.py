@@ -8,6 +8,7 @@ per configuration (4.3); then what the thesis did not have: throughput against w
 envs with the knee marked, speed-ups against a baseline, learning curves against env steps
 and wall-clock time, time to a target reward, energy per million frames; the inference
 latency table (Table 4.1's shape) with fidelity columns; and a diagnosis per configuration.
+A benchmark (``rlperf bench``) adds its section: scores per game, rliable's aggregates.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rlperf.report.analysis import (
     speedups,
     time_to_target,
 )
+from rlperf.report.bench_section import bench_section
 from rlperf.report.diagnose import diagnose
 from rlperf.report.load import Collection, InferenceData, RunData, collect
 from rlperf.report.render import FigureBlock, Section, render_page
@@ -111,11 +113,15 @@ def build_report(
     sections: list[Section] = []
     run_machines = [r.machine for r in col.runs if r.manifest]
 
-    def figure(name: str, draw: Any, caption: str, alt: str, items: Any) -> FigureBlock:
+    def figure(
+        name: str, draw: Any, caption: str, alt: str, items: Any, commands: Any = None
+    ) -> FigureBlock:
+        """Draw a figure; under it the commands of ``items`` (or ``commands``: one command
+        that ran them all) and their machines."""
         path = draw(out_dir / name)
         result.figures.append(path)
         cmds, machines = _prov(items)
-        return FigureBlock(name, alt, caption, cmds, machines)
+        return FigureBlock(name, alt, caption, commands or cmds, machines)
 
     def tables(*ts: Table) -> list[Table]:
         for t in ts:
@@ -144,6 +150,8 @@ def build_report(
         )
         status.tables = tables(sweep_table(col))
         sections.append(status)
+    for bench in col.benches:
+        sections.append(bench_section(bench, col, figure, tables))
     if summaries:
         phases = Section("phases", "Time per phase")
         phases.paragraphs.append(

@@ -6,6 +6,8 @@ A directory given to ``rlperf report`` can be
 * a sweep directory (``sweep.jsonl``, written by ``rlperf sweep``, ``rlperf tune`` or
   ``rlperf study``): its points in sweep order, and each point's latest status;
 * an inference point (``inference.json``, written by an inference sweep);
+* a benchmark directory (a sweep directory with ``bench.json``, written by ``rlperf bench``):
+  its sweep, plus which preset, game and seed each point is;
 * a time-to-target tune directory (``tune.json`` with ``objective: time-to-target``,
   written by ``rlperf tune --objective time-to-target``): its trials and their runs;
 * any directory holding those further down (searched three levels deep), and per-game
@@ -26,6 +28,8 @@ import yaml
 
 from rlperf.core.errors import UserInputError
 
+BENCH_FILE = "bench.json"
+"""What makes a sweep directory a benchmark (written by ``rlperf bench``)."""
 SKIP_DIRS = {"checkpoints", "export", "superseded", "aside", "logs", "configs", "policy"}
 MAX_DEPTH = 3
 INFER_CSV_COLUMNS = [
@@ -175,6 +179,29 @@ class TuneData:
 
 
 @dataclass
+class BenchData:
+    """A benchmark (``rlperf bench``): its sweep's runs are (preset, game, seed) points."""
+
+    path: Path
+    spec: dict[str, Any]
+    """``bench.json``: name, command, presets, games, seeds, budget_s, points."""
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("name") or self.path.name)
+
+    @property
+    def command(self) -> str:
+        return str(self.spec.get("command") or f"rlperf bench (in {self.path})")
+
+    @property
+    def points(self) -> dict[str, dict[str, Any]]:
+        """Point name -> {preset, game (the env id), seed}, in the bench's order."""
+        points = self.spec.get("points")
+        return dict(points) if isinstance(points, dict) else {}
+
+
+@dataclass
 class Collection:
     """Everything found in the directories given to a report."""
 
@@ -182,6 +209,7 @@ class Collection:
     inference: list[InferenceData] = field(default_factory=list)
     sweeps: list[SweepData] = field(default_factory=list)
     tunes: list[TuneData] = field(default_factory=list)
+    benches: list[BenchData] = field(default_factory=list)
 
     def empty(self) -> bool:
         return not (self.runs or self.inference or self.sweeps or self.tunes)
@@ -325,6 +353,8 @@ def _walk(path: Path, col: Collection, depth: int) -> None:
         return
     if (path / "sweep.jsonl").is_file():
         _load_sweep(path, col)
+        if (path / BENCH_FILE).is_file():
+            col.benches.append(BenchData(path, _read_json(path / BENCH_FILE)))
         return
     if (path / "metrics.jsonl").is_file():
         col.runs.append(_load_run(path, path.name))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlperf.arguments import ArgumentParser, config_overrides, int_flag, positive_float_flag
+from rlperf.sweep.execute import CpuShares
 from rlperf.sweep.spec import available_sweeps
 
 DEFAULT_ROOT = Path("runs") / "sweeps"
@@ -36,6 +37,11 @@ def sweep_parser() -> ArgumentParser:
     p.add_argument("--list", action="store_true", help="print the points and exit")
     p.add_argument("--timeout", metavar="S", help="seconds per attempt (overrides the file's)")
     p.add_argument("--retries", metavar="N", help="further attempts after a failure (default 1)")
+    p.add_argument(
+        "--parallel",
+        metavar="N",
+        help="points at once, each pinned to its own cores // N CPUs (default 1)",
+    )
     return p
 
 
@@ -50,6 +56,8 @@ def cmd_sweep(argv: Sequence[str]) -> int:
     spec = load_spec(args.sweep)
     timeout = positive_float_flag("--timeout", args.timeout)
     retries = int_flag("--retries", args.retries, 0)
+    parallel = int_flag("--parallel", args.parallel) or 1
+    CpuShares.check(parallel)
     if timeout is not None:
         spec.timeout_s = timeout
         for point in spec.points:
@@ -67,7 +75,7 @@ def cmd_sweep(argv: Sequence[str]) -> int:
             print(f"  {point.name}: {state}{flags}")
         return 0
     print(f"sweep {spec.name}: {len(points)} point(s) -> {out} ({machine.describe()})", flush=True)
-    result = run_sweep(spec, points, out, overrides=overrides, say=_say)
+    result = run_sweep(spec, points, out, overrides=overrides, say=_say, parallel=parallel)
     print(format_table(result))
     print(f"sweep_dir: {out}")
     print(f"report: rlperf report {out} -o reports/{spec.name}")

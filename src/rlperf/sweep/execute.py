@@ -14,19 +14,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import re
 import shlex
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple
 
 from rlperf.core.checkpoint import atomic_write_text
-from rlperf.core.errors import describe_exit
+from rlperf.core.errors import UserInputError, describe_exit
 from rlperf.sweep.plan import PlannedPoint
 
 GRACE_S = 30.0
@@ -88,6 +90,41 @@ class SweepSignals:
             signal.signal(sig, handler)
 
 
+class CpuShares:
+    """CPU shares for processes that run side by side (``rlperf sweep``/``bench``
+    ``--parallel N``, parallel tune trials): ``N`` disjoint shares of ``cores // N`` CPUs each;
+    a process holds one while it runs, so no two running processes share a CPU."""
+
+    def __init__(self, cores: list[int], parallel: int) -> None:
+        self._free: queue.Queue[list[int] | None] = queue.Queue()
+        if parallel <= 1 or not cores:
+            self._free.put(None)  # one process at a time, on every CPU
+            return
+        share = max(1, len(cores) // parallel)
+        for i in range(parallel):
+            self._free.put(cores[i * share : (i + 1) * share] or None)
+
+    @staticmethod
+    def check(parallel: int, flag: str = "--parallel") -> None:
+        """UserInputError (one line) when ``parallel`` shares cannot each get a CPU of this
+        process's own."""
+        cores = len(os.sched_getaffinity(0))
+        if parallel > cores:
+            raise UserInputError(
+                f"{flag} {parallel} needs at least {parallel} CPUs (one share each); this "
+                f"process may use {cores}"
+            )
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[list[int] | None]:
+        """A share (None: every CPU) for as long as the block runs."""
+        slot = self._free.get()
+        try:
+            yield slot
+        finally:
+            self._free.put(slot)
+
+
 def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
     """Send ``signum`` to ``proc``'s process group (it and the workers it started)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -126,13 +163,28 @@ def point_command(point: PlannedPoint, sweep_dir: Path) -> list[str]:
     ]
 
 
-def display_command(point: PlannedPoint, sweep_dir: Path) -> str:
+def point_pinning(
+    point: PlannedPoint, share: list[int] | None
+) -> tuple[list[int] | None, dict[str, str]]:
+    """The CPUs a point's process is pinned to and its environment variables: its own
+    ``runner.cpu_affinity`` when it sets one, else the CPU share it runs in (``--parallel``),
+    whose size then bounds OpenMP's and MKL's threads unless the point sets torch threads."""
+    env = dict(point.env)
+    if point.affinity or not share:
+        return point.affinity, env
+    if "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(len(share))
+    return share, env
+
+
+def display_command(point: PlannedPoint, sweep_dir: Path, share: list[int] | None = None) -> str:
     """The command as a person would type it (env variables first, ``rlperf``/``python``)."""
     argv = point_command(point, sweep_dir)
     shown = ["rlperf", *argv[3:]] if argv[2] == "rlperf" else ["python", *argv[1:]]
-    prefix = [f"{k}={v}" for k, v in sorted(point.env.items())]
-    if point.affinity:
-        prefix.append(f"taskset -c {','.join(map(str, point.affinity))}")
+    affinity, env = point_pinning(point, share)
+    prefix = [f"{k}={v}" for k, v in sorted(env.items())]
+    if affinity:
+        prefix.append(f"taskset -c {','.join(map(str, affinity))}")
     return " ".join([*prefix, shlex.join(shown)])
 
 
@@ -239,17 +291,18 @@ def run_attempt(
     attempt: int,
     signals: SweepSignals,
     log_to: Path,
+    share: list[int] | None = None,
 ) -> AttemptResult:
-    """Run one attempt of ``point`` to its end (completion, failure, timeout or a signal)."""
+    """Run one attempt of ``point`` to its end (completion, failure, timeout or a signal),
+    in CPU ``share`` when it is given (see :func:`point_pinning`)."""
     config = point_command(point, sweep_dir)
     config_path = Path(config[5] if point.command == "train" else config[3])
     config_path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(config_path, point.config_text())
     (sweep_dir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
-    env = {**point.env, "CI": os.environ.get("CI", "1")}
-    code, wall, timed_out = run_process(
-        config, env, log_to, point.timeout_s, point.affinity, signals
-    )
+    affinity, env = point_pinning(point, share)
+    env["CI"] = os.environ.get("CI", "1")
+    code, wall, timed_out = run_process(config, env, log_to, point.timeout_s, affinity, signals)
     run_dir = run_dir_of(sweep_dir, point)
     if signals.received is not None:
         return AttemptResult(False, code, wall, f"sweep stopped by {signals.received}", True)

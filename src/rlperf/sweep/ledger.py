@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 LEDGER_FILE = "sweep.jsonl"
 STATUSES = ("running", "completed", "failed", "interrupted", "skipped")
+_APPEND = threading.Lock()
+"""Points running side by side (``--parallel``) append from their own threads: one line at a
+time."""
 
 
 class Ledger:
@@ -44,7 +48,7 @@ class Ledger:
             "status": status,
             **fields,
         }
-        with self.path.open("a", encoding="utf-8") as f:
+        with _APPEND, self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record, default=str) + "\n")
             f.flush()
             os.fsync(f.fileno())

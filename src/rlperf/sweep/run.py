@@ -9,6 +9,7 @@ The output directory::
     DIR/logs/<point>.attempt<N>.log   the output of each attempt
     DIR/aside/             directories of failed or interrupted attempts, kept, never reused
 
+Points run one at a time, or ``parallel`` at once, each in its own share of the CPUs.
 Running the same command again resumes: completed points are skipped (their data is never
 touched), everything else runs again. A completed point whose resolved config differs from
 the one now asked for stops the sweep before anything runs: that directory holds another
@@ -21,6 +22,7 @@ import os
 import shutil
 import statistics
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +34,7 @@ from rlperf.core.checkpoint import atomic_write_text
 from rlperf.core.errors import ConfigError, make_output_dir
 from rlperf.sweep.execute import (
     LOGS_DIR,
+    CpuShares,
     SweepSignals,
     display_command,
     run_attempt,
@@ -117,9 +120,10 @@ def _set_aside(path: Path, sweep_dir: Path, label: str) -> Path | None:
     return target
 
 
-def _check_resume(points: list[PlannedPoint], ledger: Ledger, sweep_dir: Path) -> None:
-    """Refuse to run when a completed point's config changed (its data would be mixed)."""
-    state = ledger.latest()
+def check_resume(points: list[PlannedPoint], sweep_dir: Path) -> None:
+    """ConfigError when ``sweep_dir`` holds a completed point whose config differs from the
+    one now planned (its data would be mixed with another sweep's)."""
+    state = Ledger(sweep_dir).latest()
     for point in points:
         record = state.get(point.name)
         done = record is not None and record["status"] == "completed"
@@ -152,39 +156,65 @@ def run_sweep(
     *,
     overrides: list[tuple[str, Any]] = (),  # type: ignore[assignment]
     say: Callable[[str], None] = print,
+    parallel: int = 1,
+    cpus: list[int] | None = None,
 ) -> SweepResult:
-    """Run (or resume) every point of a planned sweep in ``sweep_dir``."""
+    """Run (or resume) every point of a planned sweep in ``sweep_dir``.
+
+    One point at a time by default. With ``parallel`` N > 1, N points run at once, each
+    pinned to its own share of ``cpus`` (default: this process's), ``len(cpus) // N`` CPUs
+    (:class:`~rlperf.sweep.execute.CpuShares`); a point that sets ``runner.cpu_affinity``
+    keeps its own."""
     sweep_dir = Path(sweep_dir)
     if sweep_dir.exists() and not sweep_dir.is_dir():
         raise ConfigError(f"output {sweep_dir} exists and is not a directory")
     ledger = Ledger(sweep_dir)
-    _check_resume(points, ledger, sweep_dir)
+    check_resume(points, sweep_dir)
     make_output_dir(sweep_dir, "sweep directory")
     _write_spec(spec, list(overrides), sweep_dir)
     result = SweepResult(sweep_dir)
     state = ledger.latest()
+    shares = CpuShares(sorted(cpus if cpus is not None else os.sched_getaffinity(0)), parallel)
+    found: dict[str, dict[str, Any]] = {}
     with SweepSignals() as signals:
+
+        def run_one(head: str, point: PlannedPoint) -> dict[str, Any] | None:
+            with shares.take() as share:
+                if signals.received:  # stopped while this point waited for a share
+                    return None
+                return _run_point(point, sweep_dir, ledger, signals, head, say, share)
+
+        todo: list[tuple[str, PlannedPoint]] = []
         for i, point in enumerate(points, 1):
-            if signals.received:  # a Ctrl-C between two points stops before the next one
-                break
             head = f"[{i}/{len(points)}] {point.name}"
-            fingerprint = point.fingerprint()
             record = state.get(point.name)
             if record and record["status"] == "completed":
                 say(f"{head}: completed earlier, skipped")
-                result.statuses[point.name] = record
-                continue
-            if point.skip:
+                found[point.name] = record
+            elif point.skip:
                 if not (
                     record and record["status"] == "skipped" and record.get("reason") == point.skip
                 ):
                     record = ledger.append(
-                        point.name, "skipped", reason=point.skip, fingerprint=fingerprint
+                        point.name, "skipped", reason=point.skip, fingerprint=point.fingerprint()
                     )
                 say(f"{head}: skipped: {point.skip}")
-                result.statuses[point.name] = record
-                continue
-            result.statuses[point.name] = _run_point(point, sweep_dir, ledger, signals, head, say)
+                found[point.name] = record
+            else:
+                todo.append((head, point))
+        if parallel <= 1:
+            for head, point in todo:
+                if signals.received:  # a Ctrl-C between two points stops before the next one
+                    break
+                found[point.name] = run_one(head, point)  # type: ignore[assignment]
+        else:
+            with ThreadPoolExecutor(parallel, thread_name_prefix="sweep-point") as pool:
+                futures = [(p.name, pool.submit(run_one, head, p)) for head, p in todo]
+                for name, future in futures:
+                    record = future.result()
+                    if record is not None:
+                        found[name] = record
+        result.statuses = {p.name: found[p.name] for p in points if p.name in found}
         if signals.received:
             result.interrupted = signals.received
             say(f"sweep stopped by {signals.received}; run the same command to resume")
@@ -198,8 +228,10 @@ def _run_point(
     signals: SweepSignals,
     head: str,
     say: Callable[[str], None],
+    share: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Every attempt of one point (the first plus ``retries``); its final ledger record."""
+    """Every attempt of one point (the first plus ``retries``), in CPU ``share`` when given;
+    its final ledger record."""
     fingerprint = point.fingerprint()
     run_dir = run_dir_of(sweep_dir, point)
     # Whatever an earlier, unfinished attempt left is kept aside, never resumed into: a
@@ -211,7 +243,7 @@ def _run_point(
     for k in range(1 + point.retries):
         attempt = ledger.attempts(point.name) + 1
         log = sweep_dir / LOGS_DIR / f"{point.name}.attempt{attempt}.log"
-        command = display_command(point, sweep_dir)
+        command = display_command(point, sweep_dir, share)
         ledger.append(
             point.name,
             "running",
@@ -222,7 +254,7 @@ def _run_point(
             flags=point.flags,
         )
         say(f"{head}: running (attempt {attempt}): {command}")
-        outcome = run_attempt(point, sweep_dir, attempt, signals, log)
+        outcome = run_attempt(point, sweep_dir, attempt, signals, log, share)
         common = {
             "attempt": attempt,
             "command": command,

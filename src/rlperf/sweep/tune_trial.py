@@ -13,10 +13,9 @@ import contextlib
 import copy
 import json
 import os
-import queue
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from rlperf.core.checkpoint import atomic_write_text, list_checkpoints
 from rlperf.core.errors import ConfigError
 from rlperf.report.analysis import reward_metric
 from rlperf.report.load import read_records
-from rlperf.sweep.execute import SweepSignals, error_line, run_process
+from rlperf.sweep.execute import CpuShares, SweepSignals, error_line, run_process
 from rlperf.sweep.search_space import SearchSpace
 
 DB_FILE = "study.db"
@@ -160,27 +159,6 @@ def read_progress(run_dir: Path, target: float, metric: str) -> Progress:
     return Progress(trained, hit, value, ended)
 
 
-class _Slots:
-    """CPU shares for parallel trials: a trial holds one while it trains."""
-
-    def __init__(self, cores: list[int], parallel: int) -> None:
-        self._free: queue.Queue[list[int] | None] = queue.Queue()
-        if parallel <= 1 or not cores:
-            self._free.put(None)  # one trial at a time, on every CPU
-            return
-        share = max(1, len(cores) // parallel)
-        for i in range(parallel):
-            self._free.put(cores[i * share : (i + 1) * share] or None)
-
-    @contextlib.contextmanager
-    def take(self) -> Iterator[list[int] | None]:
-        slot = self._free.get()
-        try:
-            yield slot
-        finally:
-            self._free.put(slot)
-
-
 class TrialRunner:
     """Runs one trial's segments and reports to Optuna (the study's objective)."""
 
@@ -189,7 +167,7 @@ class TrialRunner:
         self.signals = signals
         self.say = say
         self.base = tune.base_config()
-        self.slots = _Slots(tune.cores, tune.parallel)
+        self.slots = CpuShares(tune.cores, tune.parallel)
 
     def config_for(self, keys: dict[str, Any]) -> RunConfig:
         """The base with a trial's keys, validated (TrialInvalid: why not)."""

@@ -1,0 +1,234 @@
+"""``rlperf bench``: presets against each other on a suite of games, at a wall-clock budget.
+
+Every (preset, game, seed) is one ``rlperf train`` run of ``--minutes`` of training
+(``stop.wall_time_s``), in its own process: a sweep (``rlperf.sweep``), so the bench is
+resumable (a completed run is never rerun or touched; an interrupted one starts afresh)
+and one failed run never stops the rest. Runs go one at a time by default, so that each
+has the whole machine and its budget buys what it would alone; ``--parallel N`` runs N at
+once, each pinned to its own ``cores // N`` CPUs. The bench ends in a report whose bench
+section scores every run the same way and aggregates the scores with rliable
+(``report/bench_section.py``).
+
+The output directory is a sweep directory plus ``bench.json`` (presets, games, seeds,
+budget, the command, and which point is which run), which is how a report recognises it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlperf.arguments import ArgumentParser, config_overrides, int_flag, positive_float_flag
+from rlperf.core.errors import UserInputError
+from rlperf.sweep.execute import CpuShares
+
+SUITES: dict[str, tuple[str, ...]] = {
+    # Aitchison, Sweetser and Hutter, "Atari-5: Distilling the Arcade Learning Environment
+    # down to Five Games", ICML 2023: five games whose scores predict the 57-game median.
+    "atari5": (
+        "ALE/BattleZone-v5",
+        "ALE/DoubleDunk-v5",
+        "ALE/NameThisGame-v5",
+        "ALE/Phoenix-v5",
+        "ALE/Qbert-v5",
+    ),
+}
+RESERVED_KEYS = ("env.id", "seed", "stop.wall_time_s", "run_name", "runs_root")
+"""Config keys the bench sets per run: an override of one would make the runs the same."""
+START_ALLOWANCE_S = 300.0
+"""Seconds a run may take beyond its budget (start-up, precision timing, last checkpoint)
+before it is stopped as timed out."""
+DEFAULT_RUNS = Path("runs") / "bench"
+DEFAULT_REPORTS = Path("reports") / "bench"
+BENCH_FILE = "bench.json"
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What a bench runs: every preset on every game with every seed."""
+
+    name: str
+    presets: list[str]
+    suite: str
+    games: list[str]
+    seeds: list[int]
+    budget_s: float
+    parallel: int = 1
+
+    def points(self) -> dict[str, dict[str, Any]]:
+        """Point name -> {preset, game, seed}, seeds outermost: after each round of seeds
+        every preset has run on every game, and machine drift hits the presets alike."""
+        out = {}
+        for seed in self.seeds:
+            for game in self.games:
+                for preset in self.presets:
+                    name = f"{_label(preset)}__{_label(game)}__s{seed}"
+                    out[name] = {"preset": preset, "game": game, "seed": seed}
+        return out
+
+    def spec(self) -> Any:
+        """The sweep that runs it (a :class:`~rlperf.sweep.spec.SweepSpec`)."""
+        from rlperf.sweep.spec import SweepSpec
+
+        return SweepSpec(
+            name=self.name,
+            source="rlperf bench",
+            description=f"bench {self.name}: {', '.join(self.presets)} on {self.suite}, "
+            f"{len(self.seeds)} seed(s), {self.budget_s / 60:g} min each",
+            command="train",
+            base={"stop.wall_time_s": self.budget_s},
+            points=[
+                {"name": name, "preset": p["preset"], "env.id": p["game"], "seed": p["seed"]}
+                for name, p in self.points().items()
+            ],
+            timeout_s=self.budget_s * 1.25 + START_ALLOWANCE_S,
+            retries=1,
+        )
+
+    def record(self, command: str) -> dict[str, Any]:
+        """``bench.json``'s contents."""
+        return {
+            "name": self.name,
+            "command": command,
+            "presets": self.presets,
+            "suite": self.suite,
+            "games": self.games,
+            "seeds": self.seeds,
+            "budget_s": self.budget_s,
+            "parallel": self.parallel,
+            "points": self.points(),
+        }
+
+
+def _label(text: str) -> str:
+    """A preset or env id as part of a directory name (a preset file by its stem)."""
+    if text.endswith((".yaml", ".yml")):
+        text = Path(text).stem
+    return "".join(c if c.isalnum() or c in "-_.+" else "-" for c in text)
+
+
+def suite_games(suite: str) -> list[str]:
+    """The env ids of a named suite or of a comma list of env ids."""
+    if suite in SUITES:
+        return list(SUITES[suite])
+    games = [g.strip() for g in suite.split(",") if g.strip()]
+    odd = [g for g in games if "-v" not in g]
+    if not games or odd:
+        raise UserInputError(
+            f"--suite {suite!r}: unknown suite; give one of {', '.join(SUITES)} or a comma "
+            "list of env ids such as ALE/Pong-v5,ALE/Breakout-v5"
+        )
+    if len(set(games)) != len(games):
+        raise UserInputError(f"--suite {suite!r} names a game twice")
+    return games
+
+
+def _presets(text: str) -> list[str]:
+    presets = [p.strip() for p in text.split(",") if p.strip()]
+    if not presets:
+        raise UserInputError("--presets needs at least one preset name or .yaml file")
+    if len(set(presets)) != len(presets):
+        raise UserInputError(f"--presets {text!r} names a preset twice")
+    return presets
+
+
+def _parser() -> ArgumentParser:
+    p = ArgumentParser(
+        prog="rlperf bench",
+        description="Presets against each other on a suite of games: every (preset, game, "
+        "seed) trained for the same wall-clock budget in its own process, then a report "
+        "with human-normalised scores aggregated by rliable (IQM, median, mean with 95% "
+        "confidence intervals, probability of improvement, performance profiles). The same "
+        "command again resumes: completed runs are kept.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"suites: {', '.join(f'{k} ({len(v)} games)' for k, v in SUITES.items())}, or a "
+        "comma list of env ids\n"
+        "KEY=VALUE overrides apply to every run (not env.id, seed, stop.wall_time_s).\n"
+        "example: rlperf bench --presets atari-fast,cleanrl-atari --suite atari5 --seeds 3 "
+        "--minutes 10",
+        allow_abbrev=False,
+    )
+    p.add_argument("--presets", required=True, metavar="LIST", help="presets or .yaml files")
+    p.add_argument("--suite", required=True, metavar="SUITE", help="a suite name or env ids")
+    p.add_argument("--seeds", default="3", metavar="N", help="seeds 1..N per game (default 3)")
+    p.add_argument("--minutes", required=True, metavar="M", help="training minutes per run")
+    p.add_argument("--parallel", default="1", metavar="N", help="runs at once (default 1)")
+    p.add_argument("-o", "--output", metavar="DIR", help="bench directory (runs/bench/NAME)")
+    p.add_argument("--report", metavar="DIR", help="report directory (reports/bench/NAME)")
+    p.add_argument("--list", action="store_true", help="print the runs and exit")
+    return p
+
+
+def plan_from_args(args: argparse.Namespace) -> BenchPlan:
+    """The bench the parsed flags ask for; UserInputError (one line) for bad values."""
+    presets = _presets(args.presets)
+    games = suite_games(args.suite)
+    minutes = positive_float_flag("--minutes", args.minutes)
+    assert minutes is not None
+    if not math.isfinite(minutes):
+        raise UserInputError(f"--minutes must be a finite number, got {args.minutes!r}")
+    seeds = int_flag("--seeds", args.seeds) or 1
+    parallel = int_flag("--parallel", args.parallel) or 1
+    CpuShares.check(parallel)
+    suite = args.suite if args.suite in SUITES else "games"
+    name = _label(f"{suite}__{'+'.join(_label(p) for p in presets)}")
+    return BenchPlan(
+        name, presets, args.suite, games, list(range(1, seeds + 1)), minutes * 60, parallel
+    )
+
+
+def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> int:
+    """``rlperf bench``; returns the exit code (0: every run completed and the report was
+    written; 1: a run failed, the report says which; 130/143: interrupted, run it again)."""
+    from rlperf.core.checkpoint import atomic_write_text
+    from rlperf.report.build import build_report
+    from rlperf.sweep.machine import Machine
+    from rlperf.sweep.plan import plan_points
+    from rlperf.sweep.run import check_resume, run_sweep
+
+    say = say or (lambda text: print(text, flush=True))
+    args, rest = _parser().parse_known_args(list(argv))
+    overrides = config_overrides(rest)
+    for key, _ in overrides:
+        if key.replace("-", "_") in RESERVED_KEYS:
+            raise UserInputError(
+                f"{key} is set by the bench for each run (--suite, --seeds, --minutes); "
+                "it cannot be overridden"
+            )
+    plan = plan_from_args(args)
+    spec = plan.spec()
+    machine = Machine.detect()
+    points = plan_points(spec, overrides, machine)
+    out = Path(args.output) if args.output else DEFAULT_RUNS / plan.name
+    report = Path(args.report) if args.report else DEFAULT_REPORTS / plan.name
+    if args.list:
+        say(f"bench {plan.name}: {len(points)} run(s) of {plan.budget_s / 60:g} min -> {out}")
+        for point in points:
+            state = f"skipped: {point.skip}" if point.skip else "runs"
+            say(f"  {point.name}: {state}")
+        return 0
+    if (out / "sweep.jsonl").exists() and not (out / BENCH_FILE).exists():
+        raise UserInputError(f"{out} holds a sweep that is not a bench; give another -o DIR")
+    check_resume(points, out)  # before bench.json is written: a refused bench changes nothing
+    command = shlex.join(["rlperf", "bench", *argv])
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / BENCH_FILE, json.dumps(plan.record(command), indent=2) + "\n")
+    say(
+        f"bench {plan.name}: {len(points)} run(s) of {plan.budget_s / 60:g} min, "
+        f"{plan.parallel} at a time -> {out} ({machine.describe()})"
+    )
+    result = run_sweep(spec, points, out, overrides=overrides, say=say, parallel=plan.parallel)
+    if result.interrupted:
+        return result.exit_code
+    built = build_report([out], report, title=f"rlperf bench {plan.name}", command=command)
+    failed = result.count("failed")
+    if failed:
+        say(f"bench {plan.name}: {failed} run(s) failed; the report shows which and why")
+    say(f"report: {built.index}")
+    return result.exit_code
