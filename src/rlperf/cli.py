@@ -472,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "  sweep     run a grid or list of configs, each in its own process (resumable)\n"
             "  tune      search for the fastest runner, engine, workers, threads and precision here\n"
             "  report    HTML report (figures, tables, diagnosis) from run or sweep directories\n"
-            "  study     a whole study in one command: rlperf study quick\n"
+            "  study     a whole study in one command: rlperf study quick, rlperf study thesis\n"
             "  bench     presets against each other on a suite of games at a wall-clock budget,\n"
             "            seeds, human-normalised scores aggregated by rliable (resumable)"
         )
