@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rlperf.arguments import ArgumentParser
+from rlperf.arguments import ArgumentParser, positive_float_flag
 from rlperf.core.errors import UserInputError
 
 STUDIES = ("quick", "thesis")
@@ -171,22 +171,10 @@ def cmd_study(argv: Sequence[str]) -> int:
     return run_quick(
         report,
         runs,
-        budget_s=_budget(args.budget_s),
+        budget_s=positive_float_flag("--budget-s", args.budget_s),
         browser_check=not args.no_browser_check,
         say=say,
     )
-
-
-def _budget(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        budget = float(text)
-    except ValueError:
-        raise UserInputError(f"--budget-s must be a positive number, got {text!r}") from None
-    if not budget > 0:
-        raise UserInputError(f"--budget-s must be a positive number, got {text!r}")
-    return budget
 
 
 def _parts(text: str | None, known: Sequence[str]) -> list[str]:
