@@ -62,6 +62,17 @@ def _finished(out: Path) -> dict[int, dict]:
     return {t["number"]: t for t in trials if t["state"] in ("complete", "pruned")}
 
 
+def _training(out: Path) -> bool:
+    """A trial that has not finished has written an iteration."""
+    done = {(out / t["run_dir"]).resolve() for t in _finished(out).values()}
+    return any(
+        run.resolve() not in done
+        and (run / "metrics.jsonl").exists()
+        and (run / "metrics.jsonl").stat().st_size > 0
+        for run in (out / "trials").iterdir()
+    )
+
+
 def test_tune_beats_the_preset_resumes_after_a_kill_and_reports(tmp_path: Path) -> None:
     preset_s = _preset_time_to_target(tmp_path / "preset")
     (tmp_path / "space.yaml").write_text(SPACE)
@@ -71,14 +82,15 @@ def test_tune_beats_the_preset_resumes_after_a_kill_and_reports(tmp_path: Path) 
     argv += ["--rung", "4s", "--max-trial", "16s", "--space", str(tmp_path / "space.yaml")]
     argv += ["-o", str(out)]
 
-    # Kill the whole tune (no chance to clean up) once a trial finished and the next trains.
+    # Kill the whole tune (no chance to clean up) once a trial finished and the next one has
+    # recorded an iteration: at once, since a trial that reaches the target quickly could
+    # finish within any grace period, and then nothing would be cut off.
     first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 240
-    while not (_finished(out) and len(list((out / "trials").iterdir())) > len(_finished(out))):
+    while not (_finished(out) and _training(out)):
         assert first.poll() is None, first.stdout.read().decode()  # type: ignore[union-attr]
         assert time.monotonic() < deadline
-        time.sleep(0.2)
-    time.sleep(3)  # the next trial is training
+        time.sleep(0.05)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     before = _finished(out)
