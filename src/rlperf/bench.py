@@ -190,7 +190,7 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     from rlperf.report.build import build_report
     from rlperf.sweep.machine import Machine
     from rlperf.sweep.plan import plan_points
-    from rlperf.sweep.run import check_resume, run_sweep
+    from rlperf.sweep.run import check_resume, listed_states, run_sweep
 
     say = say or (lambda text: print(text, flush=True))
     args, rest = _parser().parse_known_args(list(argv))
@@ -209,9 +209,8 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     report = Path(args.report) if args.report else DEFAULT_REPORTS / plan.name
     if args.list:
         say(f"bench {plan.name}: {len(points)} run(s) of {plan.budget_s / 60:g} min -> {out}")
-        for point in points:
-            state = f"skipped: {point.skip}" if point.skip else "runs"
-            say(f"  {point.name}: {state}")
+        for name, state in listed_states(points, out).items():
+            say(f"  {name}: {state}")
         return 0
     if (out / "sweep.jsonl").exists() and not (out / BENCH_FILE).exists():
         raise UserInputError(f"{out} holds a sweep that is not a bench; give another -o DIR")

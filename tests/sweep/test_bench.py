@@ -56,7 +56,9 @@ def _statuses(out: Path) -> dict[str, list[str]]:
     return history
 
 
-def test_killed_bench_resumes_without_rerunning_and_reports(tmp_path: Path) -> None:
+def test_killed_bench_resumes_without_rerunning_and_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = _bench_args(tmp_path)
     out = tmp_path / "bench"
     proc = subprocess.Popen(
@@ -88,6 +90,10 @@ def test_killed_bench_resumes_without_rerunning_and_reports(tmp_path: Path) -> N
     finished = sorted(p for p, h in first.items() if h[-1] == "completed")
     assert finished and len(finished) < 4
     assert any(h[-1] == "interrupted" for h in first.values())
+    assert main([*args, "--list"]) == 0  # what a resume would do, read from the ledger
+    listed = dict(line.strip().split(": ", 1) for line in capsys.readouterr().out.splitlines()[1:])
+    assert listed == {p: "completed" if p in finished else "runs" for p in listed}
+    assert len(listed) == 4
     stamps = {
         p: [(out / "runs" / p / f).stat().st_mtime_ns for f in ("metrics.jsonl", "manifest.json")]
         for p in finished

@@ -48,7 +48,7 @@ def sweep_parser() -> ArgumentParser:
 def cmd_sweep(argv: Sequence[str]) -> int:
     from rlperf.sweep.machine import Machine
     from rlperf.sweep.plan import plan_points
-    from rlperf.sweep.run import format_table, run_sweep
+    from rlperf.sweep.run import format_table, listed_states, run_sweep
     from rlperf.sweep.spec import load_spec
 
     args, rest = sweep_parser().parse_known_args(list(argv))
@@ -69,8 +69,7 @@ def cmd_sweep(argv: Sequence[str]) -> int:
     out = Path(args.output) if args.output else DEFAULT_ROOT / spec.name
     if args.list:
         print(f"sweep {spec.name}: {len(points)} point(s) on this machine ({machine.describe()})")
-        for point in points:
-            state = f"skipped: {point.skip}" if point.skip else "runs"
+        for point, state in zip(points, listed_states(points, out).values(), strict=True):
             flags = f" [{'; '.join(point.flags)}]" if point.flags else ""
             print(f"  {point.name}: {state}{flags}")
         return 0

@@ -134,6 +134,22 @@ def check_resume(points: list[PlannedPoint], sweep_dir: Path) -> None:
             )
 
 
+def listed_states(points: list[PlannedPoint], sweep_dir: Path) -> dict[str, str]:
+    """What running the sweep in ``sweep_dir`` would do with each point, for ``--list``:
+    ``completed`` (kept), ``skipped: WHY`` or ``runs``. Reads the ledger, writes nothing."""
+    state = Ledger(sweep_dir).latest()
+    listed: dict[str, str] = {}
+    for point in points:
+        record = state.get(point.name)
+        if point.skip:
+            listed[point.name] = f"skipped: {point.skip}"
+        elif record is not None and record["status"] == "completed":
+            listed[point.name] = "completed"
+        else:
+            listed[point.name] = "runs"
+    return listed
+
+
 def _write_spec(spec: SweepSpec, overrides: list[tuple[str, Any]], sweep_dir: Path) -> None:
     path = sweep_dir / SPEC_FILE
     data = {**spec.to_dict(), "overrides": {k: v for k, v in overrides}}
