@@ -12,9 +12,10 @@ that fails or runs out of time is recorded as such and the next one still runs.
   3. ``env_ceiling``: env-only steps/s of ``atari-fast-gpu``'s engine on Pong;
   4. ``train``: PPO with ``atari-fast-gpu`` for ``--train-seconds``: SPS (and its share of
      the ceiling), the phase split, NVML utilisation, memory, power and energy;
-     ``overlap``: the same with acting overlapped with learning (APPO, decoupled actors on
-     the GPU) for 30 s, and ``compiled``: the same PPO with ``runner.compile`` for 30 s,
-     each one's SPS as a ratio to step 4's;
+     ``eager``: the same without ``runner.cuda_graph`` (the learner's step launched from
+     Python) for 30 s, ``overlap``: with acting overlapped with learning (APPO, decoupled
+     actors on the GPU) for 30 s, and ``compiled``: PPO with ``runner.compile`` instead of
+     the graph for 30 s, each one's SPS as a ratio to step 4's;
   6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
      ``--placement-seconds`` each, then ``rlperf report`` on them.
 ``check.sh --pong OUT`` (at most 3 x ``--pong-cap`` seconds):
@@ -23,6 +24,8 @@ that fails or runs out of time is recorded as such and the next one still runs.
 Both end with 7: ``summary.json``, ``summary.md`` (the table and every command),
 ``check.log`` (every step's output) and the report's figures in OUT, at most 8 files. The
 summary is rewritten after every step, so a command cut short still returns what it did.
+``--skip STEP,...`` leaves steps out (those measured before, to fit the lent minutes);
+``--set KEY=VALUE`` adds an override to every training command.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ APPO_DECOUPLED = ["--algo", "appo", "--runner", "decoupled", "--num-workers", "2
                   "appo.learning_rate=5e-4"]  # fmt: skip
 PIP_OFFLINE = ["-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade"]
 PYTEST = ["-q", "-rfE", "-p", "no:cacheprovider", "--durations=5"]
+MAIN_STEPS = ("cuda_tests", "env_ceiling", "train", "eager", "overlap", "compiled", "placements")
 MAX_FIGURES = 5  # with summary.json, summary.md and check.log: at most 8 files in OUT
 GRACE_S = 20.0  # after SIGINT at a step's limit, time to write the manifest before SIGKILL
 
@@ -91,8 +95,11 @@ class Step:
 class Check:
     """Runs the steps, keeps the log and rewrites the summary after each step."""
 
-    def __init__(self, out: Path, mode: str, dry: bool, budgets: Budgets) -> None:
+    def __init__(
+        self, out: Path, mode: str, dry: bool, budgets: Budgets, overrides: list[str] | None = None
+    ) -> None:
         self.out, self.mode, self.dry, self.budgets = out, mode, dry, budgets
+        self.overrides = overrides or []
         out.mkdir(parents=True, exist_ok=True)
         self.work = Path(tempfile.mkdtemp(prefix="rlperf-gpu-check-"))
         self.log = (out / "check.log").open("a", encoding="utf-8")
@@ -170,8 +177,9 @@ class Check:
         self.write_summary()
 
     def train_args(self) -> list[str]:
-        """Overrides every training command gets: none on the GPU; CPU and few envs dry."""
-        return [*CPU_ONLY, "env.num_envs=8", "runner.precision=fp32"] if self.dry else []
+        """Overrides every training command gets: ``--set``'s; CPU and few envs dry."""
+        dry = [*CPU_ONLY, "env.num_envs=8", "runner.precision=fp32"] if self.dry else []
+        return [*dry, *self.overrides]
 
     # ------------------------------------------------------------------ the steps
 
@@ -219,17 +227,25 @@ class Check:
         self.sps_ratio(step, "share_of_env_ceiling", "env_ceiling", "steps_per_s")
 
     def overlap(self) -> None:
-        """Step 4b: the same game, envs and minibatches with acting overlapped with learning
+        """Step 4c: the same game, envs and minibatches with acting overlapped with learning
         (APPO, V-trace, two actor processes acting on the GPU), beside step 4's PPO."""
         actor = "cpu" if self.dry else "cuda"
         self.beside_ppo("overlap", [*APPO_DECOUPLED, f"runner.actor_device={actor}"], 90)
 
+    def eager(self) -> None:
+        """Step 4b: step 4 without ``runner.cuda_graph`` (each minibatch launched from
+        Python), beside step 4's PPO: what recording the learner's step gains."""
+        self.beside_ppo("eager", ["runner.cuda_graph=false"], 90)
+
     def compiled(self) -> None:
-        """Step 4c: step 4 with ``runner.compile`` (torch.compile'd network; the first
-        iterations pay the compilation and are left out as warm-up), beside step 4's PPO.
-        Dry, without compiling: compiling on a small CPU takes longer than the whole dry run
-        (tests/smoke/test_compile.py tests it)."""
-        self.beside_ppo("compiled", [f"runner.compile={'false' if self.dry else 'true'}"], 120)
+        """Step 4d: step 4 with ``runner.compile`` (torch.compile'd network; the first
+        iterations pay the compilation and are left out as warm-up) instead of the CUDA
+        graph, beside step 4's PPO. Dry, without compiling: compiling on a small CPU takes
+        longer than the whole dry run (tests/smoke/test_compile.py tests it)."""
+        compile_on = "false" if self.dry else "true"
+        self.beside_ppo(
+            "compiled", [f"runner.compile={compile_on}", "runner.cuda_graph=false"], 120
+        )
 
     def beside_ppo(self, name: str, keys: list[str], grace: float) -> None:
         """A variant of step 4 trained for ``budgets.variant_s`` seconds (``grace`` more for
@@ -413,6 +429,7 @@ def run_figures(run: Path) -> dict[str, Any]:
         return out
     last = rows[-1]
     out["episode_reward_mean"] = last.get("episode_reward_mean")
+    out["learner_graphed"] = last.get("perf/learner_graphed")
     out["episode_reward_ema"] = last.get("episode_reward_ema")
     out["sps_median"] = statistics.median(r["SPS"] for r in steady)
     wall_ms = sum(r["time_this_iter_s"] for r in steady) * 1e3
@@ -499,11 +516,12 @@ def _headline(step: dict[str, Any]) -> str:
             + ", ".join(f"{p} {_fmt(v)}" for p, v in share.items())
             + f"; GPU {_fmt(gpu.get('util_percent'))} % busy, {_fmt(gpu.get('mem_mb_max'))} MiB, "
             f"{_fmt(gpu.get('power_w'))} W, {_fmt(gpu.get('joules_per_iteration'))} J/iteration; "
-            f"precision {f.get('precision')}"
+            f"precision {f.get('precision')}; learner graphed {_fmt(f.get('learner_graphed'))}"
         )
-    if name in ("overlap", "compiled"):
+    if name in ("eager", "overlap", "compiled"):
         return (
             f"SPS {_fmt(f.get('sps_median'))} ({_fmt(f.get('sps_vs_ppo'))} x step 4's PPO), "
+            f"learner graphed {_fmt(f.get('learner_graphed'))}, "
             + ", ".join(f"{p} {_fmt(v)}" for p, v in (f.get("phase_share") or {}).items())
         )
     if name == "placements":
@@ -565,7 +583,17 @@ def main() -> int:
     p.add_argument("--train-seconds", type=float, help="step 4's training seconds (60)")
     p.add_argument("--placement-seconds", type=float, help="step 6's seconds per point (30)")
     p.add_argument("--pong-cap", type=float, help="step 5's cap per seed in seconds (130)")
+    p.add_argument("--skip", default="", help=f"steps to leave out: {', '.join(MAIN_STEPS)}")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="an override for every training command (repeatable)",
+    )  # fmt: skip
     args = p.parse_args()
+    skip = {s for s in args.skip.split(",") if s}
+    if skip - set(MAIN_STEPS):
+        p.error(
+            f"--skip: unknown steps {sorted(skip - set(MAIN_STEPS))}; valid: {', '.join(MAIN_STEPS)}"
+        )
     budgets = Budgets.dry() if args.dry_run else Budgets()
     for attr, value in (
         ("train_s", args.train_seconds),
@@ -574,13 +602,14 @@ def main() -> int:
     ):
         if value is not None:
             setattr(budgets, attr, value)
-    check = Check(args.out, "pong" if args.pong else "main", args.dry_run, budgets)
+    check = Check(args.out, "pong" if args.pong else "main", args.dry_run, budgets, args.set)
     check.guarded(check.setup, "setup")
     if args.pong:
         check.guarded(check.pong, "pong")
     else:
-        for name in ("cuda_tests", "env_ceiling", "train", "overlap", "compiled", "placements"):
-            check.guarded(getattr(check, name), name)
+        for name in MAIN_STEPS:
+            if name not in skip:
+                check.guarded(getattr(check, name), name)
     print((args.out / "summary.md").read_text())
     return 0
 

@@ -45,6 +45,7 @@ def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
         check_cpus(cfg.runner)
     _check_env(cfg)
     _check_runner(cfg)
+    _check_cuda_graph(cfg)
     check_pairing(cfg)
     _check_ray(cfg.runner)
 
@@ -179,6 +180,32 @@ def _check_runner(cfg: RunConfig) -> None:
             f"with {cfg.algo} the {runner.name} runner acts with the learner's network: set "
             "runner.actor_device equal to runner.learner_device (or use --runner play-train)"
         )
+
+
+def _check_cuda_graph(cfg: RunConfig) -> None:
+    """A recorded learner step needs an algorithm that records it, one learner, no
+    compiler, and no check that reads the device between two steps. (On a CPU learner the
+    same step runs unrecorded, so a GPU run resumes on a CPU as it is.)"""
+    runner = cfg.runner
+    if not runner.cuda_graph:
+        return
+    recorded = ", ".join(a for a, f in ALGORITHM_FACTS.items() if f.cuda_graph)
+    refusal = None
+    if not ALGORITHM_FACTS[cfg.algo].cuda_graph:
+        refusal = f"algorithm {recorded}, not {cfg.algo}"
+    elif runner.num_learners > 1:
+        refusal = "one learner: set runner.num_learners=1"
+    elif runner.compile:
+        refusal = "an eager network: set runner.compile=false"
+    elif cfg.nan_policy == "skip_update":
+        refusal = (
+            "a NaN policy that needs no step undone (it checks once per update, after the "
+            "steps applied): nan_policy raise, warn or none"
+        )
+    elif getattr(getattr(cfg, cfg.algo), "target_kl", None) is not None:
+        refusal = f"all epochs (no KL read after each minibatch): unset {cfg.algo}.target_kl"
+    if refusal:
+        raise ConfigError(f"runner.cuda_graph needs {refusal}")
 
 
 def check_pairing(cfg: RunConfig) -> None:

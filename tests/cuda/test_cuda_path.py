@@ -1,6 +1,7 @@
 """The CUDA path, on a real GPU (the whole module skips without one).
 
-Every branch that exists only for CUDA: the explicit device index, pinned rollout buffers
+Every branch that exists only for CUDA: the explicit device index, the learner's step
+recorded as a CUDA graph (runner.cuda_graph), pinned rollout buffers
 and non-blocking copies to a GPU learner, one network when acting and learning share the
 GPU, bf16 autocast on CUDA, the phase timers' device synchronisation, NVML's utilisation,
 memory, power and energy in a run's records, precision=auto timed on the GPU, a checkpoint
@@ -19,7 +20,8 @@ from rlperf.cli import main
 from rlperf.config.schema import EnvConfig, ModelConfig, PPOConfig, RunnerConfig
 from rlperf.core.autoprecision import choose_precision
 from rlperf.core.devices import resolve_device
-from rlperf.core.types import Progress
+from rlperf.core.optim import LocalGradientStep
+from rlperf.core.types import Progress, Rollout
 from rlperf.envs.make import make_vector_env
 from rlperf.models.catalog import build_model
 from rlperf.runners.inproc import InProcRunner
@@ -98,6 +100,56 @@ def test_bf16_autocast_on_cuda_keeps_fp32_weights():
         runner.close()
 
 
+def _recorded_or_eager(graphs: bool, precision: str):
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="nips"), (4, 64, 64), 6).cuda()
+    cfg = PPOConfig(num_steps=16, num_minibatches=4, update_epochs=3, max_grad_norm=0.5)
+    algo = PPO(cfg, policy, seed=0)
+    step = LocalGradientStep(
+        policy, algo.optimizer_spec(), device=torch.device("cuda", 0), precision=precision,
+        graphs=graphs,
+    )  # fmt: skip
+    g = torch.Generator().manual_seed(1)
+    T, N = 16, 8
+    batch = Rollout(
+        obs_TN=torch.randint(0, 255, (T, N, 4, 64, 64), dtype=torch.uint8, generator=g),
+        actions_TN=torch.randint(0, 6, (T, N), generator=g),
+        logprobs_TN=torch.full((T, N), -1.79),
+        values_TN=torch.randn(T, N, generator=g),
+        rewards_TN=torch.randn(T, N, generator=g),
+        dones_TN=torch.zeros(T, N),
+        next_obs_N=torch.randint(0, 255, (N, 4, 64, 64), dtype=torch.uint8, generator=g),
+        truncation_values_TN=torch.zeros(T, N),
+    ).to(torch.device("cuda", 0))
+    metrics = [
+        algo.update(batch, step, Progress(i, 128 * (i + 1), 1.0 - 0.3 * i)) for i in range(2)
+    ]
+    return policy, metrics
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_recorded_learner_step_is_captured_and_learns_as_the_eager_one(precision):
+    deterministic = torch.backends.cudnn.deterministic
+    torch.backends.cudnn.deterministic = True  # the two runs differ by the graph alone
+    try:
+        eager, eager_metrics = _recorded_or_eager(False, precision)
+        recorded, metrics = _recorded_or_eager(True, precision)
+    finally:
+        torch.backends.cudnn.deterministic = deterministic
+    assert [m["perf/learner_graphed"] for m in metrics] == [1.0, 1.0]  # 12 minibatches each
+    assert "perf/learner_graphed" not in eager_metrics[0]
+    for e, r in zip(eager_metrics, metrics, strict=True):
+        for key in (
+            "losses/policy_loss",
+            "losses/approx_kl",
+            "losses/value_loss",
+            "losses/grad_norm",
+        ):
+            assert r[key] == pytest.approx(e[key], rel=1e-2, abs=1e-5), key
+    for a, b in zip(eager.parameters(), recorded.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+
+
 def test_phase_timer_synchronises_so_gpu_work_is_charged_to_its_phase():
     x = torch.randn(8192, 8192, device="cuda")
 
@@ -149,6 +201,8 @@ def test_pong_on_the_gpu_records_nvml_and_resumes_on_the_cpu(runs_root):
     )
     rows = read_metrics(run)
     assert len(rows) == 4 and all(r["learn_time_ms"] > 0 for r in rows)
+    # the preset records the learner's step as a CUDA graph (24 minibatches an iteration)
+    assert [r["perf/learner_graphed"] for r in rows] == [1.0] * 4
     last = rows[-1]
     # NVML: utilisation, memory, power and energy of the GPU in every record
     assert 0 <= last["sys/gpu0_util_percent"] <= 100
@@ -171,7 +225,8 @@ def test_pong_on_the_gpu_records_nvml_and_resumes_on_the_cpu(runs_root):
         )
         == 0
     )
-    assert len(read_metrics(run)) == 5
+    rows = read_metrics(run)
+    assert len(rows) == 5 and rows[-1]["perf/learner_graphed"] == 0.0  # nothing to capture
 
 
 def test_appo_actor_processes_act_on_the_gpu(runs_root):

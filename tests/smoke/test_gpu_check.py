@@ -36,7 +36,8 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     summary = _dry_run(tmp_path / "out")
     steps = {s["name"]: s for s in summary["steps"]}
     assert list(steps) == [
-        "setup", "cuda_tests", "env_ceiling", "train", "overlap", "compiled", "placements"
+        "setup", "cuda_tests", "env_ceiling", "train", "eager", "overlap", "compiled",
+        "placements",
     ]  # fmt: skip
     assert all(s["status"] == "ok" for s in steps.values()), steps
     assert summary["machine"]["cores"] >= 1 and summary["machine"]["torch"]
@@ -46,6 +47,10 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     assert train["sps_median"] > 0 and train["share_of_env_ceiling"] > 0
     phases = [train["phase_share"][p] for p in ("sample", "load", "learn", "update", "other")]
     assert sum(phases) == pytest.approx(1.0, abs=0.01)  # the phases add up to the wall time
+    # the preset's recorded learner step runs unrecorded on a CPU; eager turns it off
+    assert train["learner_graphed"] == 0.0
+    eager = steps["eager"]["figures"]
+    assert eager["sps_vs_ppo"] > 0 and eager["learner_graphed"] is None
     overlap = steps["overlap"]["figures"]
     assert overlap["status"] == "completed" and overlap["sps_vs_ppo"] > 0
     assert steps["compiled"]["figures"]["sps_vs_ppo"] > 0
@@ -62,8 +67,9 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
 def test_pong_seeds_are_capped_and_the_cap_is_recorded(tmp_path):
     # a cap that leaves a loaded machine time to import and start each seed, so each saves
     # a run the report can draw
-    summary = _dry_run(tmp_path / "out", "--pong", "--pong-cap", "15")
+    summary = _dry_run(tmp_path / "out", "--pong", "--pong-cap", "15", "--set", "ppo.clip_coef=0.2")
     (setup, pong) = summary["steps"]
+    assert all("ppo.clip_coef=0.2" in c for c in pong["commands"] if " train " in c)
     assert pong["name"] == "pong" and pong["status"] == "ok"
     seeds = pong["figures"]["seeds"]
     assert list(seeds) == ["seed1", "seed2", "seed3"]
@@ -74,3 +80,12 @@ def test_pong_seeds_are_capped_and_the_cap_is_recorded(tmp_path):
         if seed["cap_reached"]:
             assert seed["status"] == "interrupted"
     assert pong["figures"]["median_command_to_exit_s"] > 0
+
+
+def test_an_unknown_step_to_skip_is_refused_with_the_valid_ones(tmp_path):
+    done = subprocess.run(
+        [str(CHECK), "--skip", "placement", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHON=sys.executable),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "unknown steps ['placement']" in done.stderr and "placements" in done.stderr

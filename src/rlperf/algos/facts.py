@@ -27,6 +27,8 @@ class AlgorithmFacts:
     that holds it."""
     one_learner: str | None = None
     """Why it cannot learn on ``runner.num_learners > 1`` data-parallel learners (None: it can)."""
+    cuda_graph: bool = False
+    """Its minibatch step can be recorded as one CUDA graph (``runner.cuda_graph``)."""
 
     def policy_lag_bound(self, cfg: RunConfig) -> int:
         """``max_policy_lag`` in ``cfg``."""
@@ -35,8 +37,8 @@ class AlgorithmFacts:
 
 
 ALGORITHM_FACTS: dict[str, AlgorithmFacts] = {
-    "ppo": AlgorithmFacts("rollout", 0),
-    "appo": AlgorithmFacts("rollout", "appo.max_policy_lag"),
+    "ppo": AlgorithmFacts("rollout", 0, cuda_graph=True),
+    "appo": AlgorithmFacts("rollout", "appo.max_policy_lag", cuda_graph=True),
     "impala": AlgorithmFacts("rollout", "impala.max_policy_lag"),
     # a worker's gradient is computed on its local copy, then applied to the shared model
     "a3c": AlgorithmFacts("rollout", 1, one_learner="its workers share one optimizer"),

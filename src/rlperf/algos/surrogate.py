@@ -10,13 +10,15 @@ KL target (:func:`minibatch_epochs`). Each algorithm reads its knobs into one
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from rlperf.core.protocols import GradientStep
+from rlperf.core.cuda_graph import GraphedCall
+from rlperf.core.protocols import GradientStep, RecordableStep
 from rlperf.models.policy import ActorCritic
 
 LossParts = dict[str, torch.Tensor]
@@ -28,7 +30,8 @@ class SurrogateSettings:
 
     update_epochs: int
     clip_coef: float
-    ent_coef: float
+    ent_coef: float | torch.Tensor
+    """A tensor in a recorded minibatch step (:class:`RecordedMinibatch`), filled in place."""
     vf_coef: float
     norm_adv: bool = True
     max_grad_norm: float | None = None
@@ -107,14 +110,14 @@ def ppo_loss(
     old_value: torch.Tensor,
     advantages: torch.Tensor,
     returns: torch.Tensor,
-    kl_coeff: float,
+    kl_coeff: float | torch.Tensor,
 ) -> tuple[torch.Tensor, LossParts]:
     """PPO's loss on one minibatch and its parts (detached), all 1-D tensors of equal length."""
     pg_loss, parts = clipped_surrogate(new_logprob, old_logprob, advantages, settings)
     v_loss = value_error(new_value, old_value, returns, settings)
     entropy_mean = entropy.mean()
     loss = pg_loss - settings.ent_coef * entropy_mean + settings.vf_coef * v_loss
-    if kl_coeff > 0:
+    if isinstance(kl_coeff, torch.Tensor) or kl_coeff > 0:
         # RLlib's adaptive KL penalty (differentiable: the same k3 estimator).
         logratio = new_logprob - old_logprob
         loss = loss + kl_coeff * ((logratio.exp() - 1) - logratio).mean()
@@ -180,7 +183,11 @@ def surrogate_epochs(
     mb_size: int,
     kl_coeff: float = 0.0,
 ) -> dict[str, float]:
-    """PPO's and APPO's epochs: :func:`minibatch_epochs` on :func:`ppo_loss`."""
+    """PPO's and APPO's epochs: :func:`minibatch_epochs` on :func:`ppo_loss`, or with
+    ``runner.cuda_graph`` the same epochs through one recorded minibatch step
+    (:class:`RecordedMinibatch`)."""
+    if isinstance(step, RecordableStep) and step.graphs:
+        return recorded_epochs(settings, policy, step, generator, data, mb_size, kl_coeff)
 
     def minibatch_loss(idx: torch.Tensor) -> tuple[torch.Tensor, LossParts]:
         with step.autocast():
@@ -193,3 +200,114 @@ def surrogate_epochs(
     return minibatch_epochs(
         settings, data.actions.shape[0], mb_size, generator, data.obs.device, step, minibatch_loss
     )
+
+
+def _fields(batch: SurrogateBatch) -> list[torch.Tensor]:
+    return [getattr(batch, f.name) for f in dataclasses.fields(batch)]
+
+
+class RecordedMinibatch:
+    """PPO's minibatch step (forward, :func:`ppo_loss`, backward, clipping, optimizer) over
+    fixed buffers, so that it can run as one CUDA graph (:class:`GraphedCall`).
+
+    Each minibatch is copied into the buffers first; the losses' parts, the gradient norms
+    and a count of non-finite steps add up on the device and are read once per update. The
+    entropy and KL coefficients are tensors filled in place, the learning rate is the
+    optimizer's own tensor (:meth:`LocalGradientStep.set_learning_rate`)."""
+
+    def __init__(
+        self,
+        settings: SurrogateSettings,
+        policy: ActorCritic,
+        step: RecordableStep,
+        data: SurrogateBatch,
+        mb_size: int,
+        kl_penalty: bool,
+    ) -> None:
+        device = data.obs.device
+        self.policy, self.step = policy, step
+        self.buffers = SurrogateBatch(
+            *(t.new_empty((mb_size, *t.shape[1:])) for t in _fields(data))
+        )
+        self.ent_coef = torch.zeros((), device=device)
+        self.kl_coeff: torch.Tensor | float = torch.zeros((), device=device) if kl_penalty else 0.0
+        self.settings = dataclasses.replace(settings, ent_coef=self.ent_coef)
+        self.totals: dict[str, torch.Tensor] = {}  # made by the first (eager) call
+        self.grad_norm = torch.zeros((), device=device)
+        self.nonfinite = torch.zeros((), device=device)
+        self.steps = 0
+        self.call = GraphedCall(self._step, device)
+
+    def _step(self) -> None:
+        b = self.buffers
+        with self.step.autocast():
+            new_logprob, entropy, new_value = self.policy.evaluate(b.obs, b.actions)
+        loss, parts = ppo_loss(
+            self.settings, new_logprob, entropy, new_value, b.old_logprob, b.old_value,
+            b.advantages, b.returns, self.kl_coeff,
+        )  # fmt: skip
+        grad_norm = self.step.apply(loss, self.settings.max_grad_norm)
+        for name, value in parts.items():
+            if name not in self.totals:
+                self.totals[name] = torch.zeros_like(value, dtype=torch.float32)
+            self.totals[name].add_(value)
+        self.grad_norm.add_(grad_norm)
+        self.nonfinite.add_((~(loss.isfinite() & grad_norm.isfinite())).float())
+
+    def __call__(self, data: SurrogateBatch, idx: torch.Tensor) -> None:
+        """One minibatch step on ``data``'s rows ``idx``."""
+        for source, buffer in zip(_fields(data), _fields(self.buffers), strict=True):
+            torch.index_select(source, 0, idx, out=buffer)
+        self.call()
+        self.steps += 1
+
+    def read(self) -> tuple[dict[str, float], int]:
+        """The update's mean metrics (as :func:`minibatch_epochs` reports them) and its
+        count of non-finite steps, in one read from the device; the sums start again."""
+        sums = [*self.totals.values(), self.grad_norm, self.nonfinite]
+        values = torch.stack([v.float() for v in sums]).tolist()
+        for v in sums:
+            v.zero_()
+        n, self.steps = max(self.steps, 1), 0
+        metrics = {f"losses/{k}": v / n for k, v in zip(self.totals, values, strict=False)}
+        metrics["losses/grad_norm"] = values[-2] / n
+        metrics["losses/minibatches"] = float(n)
+        metrics["perf/learner_graphed"] = float(self.call.graphed)
+        return metrics, int(values[-1])
+
+
+def recorded_epochs(
+    settings: SurrogateSettings,
+    policy: ActorCritic,
+    step: RecordableStep,
+    generator: torch.Generator,
+    data: SurrogateBatch,
+    mb_size: int,
+    kl_coeff: float = 0.0,
+) -> dict[str, float]:
+    """:func:`surrogate_epochs` through a :class:`RecordedMinibatch` kept on ``step`` (one
+    per minibatch shape): the same minibatches in the same order, no wait for the device
+    until the update's metrics are read."""
+    if settings.target_kl is not None:
+        raise ValueError("target_kl reads the KL after every minibatch: not with runner.cuda_graph")
+    key = (
+        "surrogate", id(policy), mb_size, kl_coeff > 0,
+        dataclasses.replace(settings, ent_coef=0.0),
+        *((t.shape[1:], t.dtype) for t in _fields(data)),
+    )  # fmt: skip
+    program = step.programs.get(key)
+    if program is None:
+        program = step.programs[key] = RecordedMinibatch(
+            settings, policy, step, data, mb_size, kl_coeff > 0
+        )
+    program.ent_coef.fill_(settings.ent_coef)
+    if isinstance(program.kl_coeff, torch.Tensor):
+        program.kl_coeff.fill_(kl_coeff)
+    batch_size = data.actions.shape[0]
+    for _epoch in range(settings.update_epochs):
+        perm = torch.randperm(batch_size, generator=generator).to(data.obs.device)
+        for start in range(0, batch_size - mb_size + 1, mb_size):
+            program(data, perm[start : start + mb_size])
+    metrics, nonfinite = program.read()
+    step.found_nonfinite(nonfinite)
+    return metrics

@@ -7,7 +7,7 @@ through :class:`Algorithm`; an algorithm knows the runner only through the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -56,6 +56,26 @@ class GradientStep(Optimizer, Protocol):
 
     def autocast(self) -> AbstractContextManager[Any]:
         """Context for the forward pass (mixed precision when the runner enables it)."""
+        ...
+
+
+@runtime_checkable
+class RecordableStep(GradientStep, Protocol):
+    """A gradient step that an algorithm may record, with its loss, as one CUDA graph
+    (``runner.cuda_graph``; :mod:`rlperf.core.cuda_graph`)."""
+
+    graphs: bool
+    """Whether the run asked for graphs (the algorithm then uses :meth:`apply`)."""
+    programs: dict[Hashable, Any]
+    """What the algorithm recorded on this step, kept from update to update."""
+
+    def apply(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> torch.Tensor:
+        """Backward, clip, step without waiting for the device: the norm as a tensor."""
+        ...
+
+    def found_nonfinite(self, steps: int) -> None:
+        """``steps`` minibatch steps of the last update had a non-finite loss or gradient
+        norm (counted on the device, read once after the update)."""
         ...
 
 

@@ -118,4 +118,6 @@ class LocalLearner:
     learner_device: torch.device
 
     def make_gradient_step(self, algo: Algorithm) -> LocalGradientStep:
-        return LocalGradientStep.for_algorithm(algo, self.learner_device, self.cfg.precision)
+        return LocalGradientStep.for_algorithm(
+            algo, self.learner_device, self.cfg.precision, graphs=self.cfg.cuda_graph
+        )
