@@ -95,6 +95,21 @@ def test_checkpoint_keeps_a_number_and_the_step_gets_its_tensor_back():
     )
 
 
+def test_a_checkpoint_from_another_device_keeps_this_steps_implementation():
+    # a GPU run's recorded step saved capturable Adam; resumed on a CPU it must not be
+    policy, step, _ = _trained(graphs=False)
+    state = step.state_dict()
+    for group in state["param_groups"]:
+        group.update(capturable=True, foreach=False)
+    resumed = LocalGradientStep(policy, step_spec(policy), device=CPU, graphs=True)
+    resumed.load_state_dict(state)
+    group = resumed.optimizer.param_groups[0]
+    assert group["capturable"] is False and group["foreach"] is False
+    assert float(group["lr"]) == pytest.approx(state["param_groups"][0]["lr"])
+    policy(torch.zeros(2, 4))[0].sum().backward()
+    resumed.optimizer.step()  # steps on the CPU
+
+
 def test_graphed_call_on_a_cpu_just_calls():
     calls = []
     graphed = GraphedCall(lambda: calls.append(1), CPU)

@@ -16,6 +16,8 @@ from rlperf.core.nan_guard import NonFiniteGuard
 from rlperf.core.protocols import Algorithm, OptimizerSpec
 
 PRECISIONS = ("fp32", "bf16")
+IMPLEMENTATION = ("capturable", "foreach", "fused")
+"""Optimizer options that choose how the update runs, not what it computes."""
 
 
 def _skip_the_compiler_import() -> None:
@@ -192,7 +194,11 @@ class LocalGradientStep:
         state = dict(state)
         # Checkpoints store JSON-style string keys; torch keys per-parameter state by index.
         state["state"] = {int(k): v for k, v in state["state"].items()}
+        built = [{k: g[k] for k in IMPLEMENTATION if k in g} for g in self.optimizer.param_groups]
         self.optimizer.load_state_dict(state)
-        if self.graphs:  # the loaded learning rate, back in a tensor on the device
-            for group in self.optimizer.param_groups:
+        for group, implementation in zip(self.optimizer.param_groups, built, strict=True):
+            # torch restores these with the maths; they belong to this step's device and
+            # graphs (a GPU run's capturable Adam resumed on a CPU, or the other way round)
+            group.update(implementation)
+            if self.graphs:  # the loaded learning rate, back in a tensor on the device
                 group["lr"] = torch.tensor(float(group["lr"]), device=self.device)
