@@ -146,8 +146,12 @@ def test_recorded_learner_step_is_captured_and_learns_as_the_eager_one(precision
             "losses/grad_norm",
         ):
             assert r[key] == pytest.approx(e[key], rel=1e-2, abs=1e-5), key
+    # bf16 rounds the gradients differently with and without the graph; where a gradient is
+    # near zero its sign may flip, and Adam moves such a weight by about the learning rate
+    # a step either way (measured on an H100: 5.4e-4 apart after 24 steps of 2.5e-4)
+    atol = 1e-4 if precision == "fp32" else 8 * PPOConfig().learning_rate
     for a, b in zip(eager.parameters(), recorded.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=atol)
 
 
 def test_phase_timer_synchronises_so_gpu_work_is_charged_to_its_phase():
