@@ -5,17 +5,17 @@ and tested beforehand (``--dry-run`` runs every step on a CPU with tiny budgets)
 returns everything in one go. Each step is a child process under its own time limit: a step
 that fails or runs out of time is recorded as such and the next one still runs.
 
-``check.sh OUT`` (about 6-7 minutes):
+``check.sh OUT`` (about 9 minutes; 5 with ``--skip compiled,placements``):
   1. ``setup``: install the carried wheels (``scripts/gpu_wheels.sh``); versions, GPU,
      driver, CPU, and the cost of one device synchronisation;
   2. ``cuda_tests``: ``tests/cuda`` (skips without CUDA, passes with it);
   3. ``env_ceiling``: env-only steps/s of ``atari-fast-gpu``'s engine on Pong;
-  4. ``train``: PPO with ``atari-fast-gpu`` for ``--train-seconds``: SPS (and its share of
-     the ceiling), the phase split, NVML utilisation, memory, power and energy;
-     ``eager``: the same without ``runner.cuda_graph`` (the learner's step launched from
-     Python) for 30 s, ``overlap``: with acting overlapped with learning (APPO, decoupled
-     actors on the GPU) for 30 s, and ``compiled``: PPO with ``runner.compile`` instead of
-     the graph for 30 s, each one's SPS as a ratio to step 4's;
+  4. ``train``: ``atari-fast-gpu`` (APPO, decoupled actors) for ``--train-seconds``: SPS
+     (and its share of the ceiling), the phase split, NVML utilisation, memory, power and
+     energy; then its variants (:data:`VARIANTS`), 30 s each, each one's SPS as a ratio to
+     step 4's: ``eager`` (no ``runner.cuda_graph``), ``ppo`` (PPO in one process),
+     ``workers4`` (4 actor processes), ``threads`` (each actor's engine on half the cores),
+     ``compiled`` (PPO with ``runner.compile`` instead of the graph);
   6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
      ``--placement-seconds`` each, then ``rlperf report`` on them.
 ``check.sh --pong OUT`` (at most 3 x ``--pong-cap`` seconds):
@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +53,20 @@ RLPERF = [sys.executable, "-m", "rlperf"]
 GAME = ["--env", "ALE/Pong-v5"]
 PRESET = ["--preset", "atari-fast-gpu"]
 CPU_ONLY = ["runner.learner_device=cpu", "runner.actor_device=cpu"]
-# APPO on two actor processes, with atari-fast-gpu's rollout, minibatches and learning rate
-# (the preset sets them for ppo)
-APPO_DECOUPLED = ["--algo", "appo", "--runner", "decoupled", "--num-workers", "2",
-                  "appo.num_steps=32", "appo.num_minibatches=8", "appo.update_epochs=3",
-                  "appo.learning_rate=5e-4"]  # fmt: skip
+PPO_INPROC = ["--algo", "ppo", "--runner", "inproc"]
+VARIANTS: dict[str, tuple[list[str], float]] = {
+    # name: (what it changes in step 4's command, seconds allowed for its start)
+    "eager": (["runner.cuda_graph=false"], 90),  # the learner's step launched from Python
+    "ppo": (PPO_INPROC, 90),  # rollout, then learn, in one process (the recipe before APPO)
+    "workers4": (["--num-workers", "4"], 90),  # 4 actor processes of 16 envs
+    "threads": (["env.num_threads={half_cores}"], 90),  # each actor's engine on half the cores
+    # torch.compile instead of the graph (PPO: the decoupled runner compiles nothing);
+    # the first iterations pay the compilation and are left out as warm-up
+    "compiled": ([*PPO_INPROC, "runner.compile=true", "runner.cuda_graph=false"], 120),
+}
 PIP_OFFLINE = ["-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade"]
 PYTEST = ["-q", "-rfE", "-p", "no:cacheprovider", "--durations=5"]
-MAIN_STEPS = ("cuda_tests", "env_ceiling", "train", "eager", "overlap", "compiled", "placements")
+MAIN_STEPS = ("cuda_tests", "env_ceiling", "train", *VARIANTS, "placements")
 MAX_FIGURES = 5  # with summary.json, summary.md and check.log: at most 8 files in OUT
 GRACE_S = 20.0  # after SIGINT at a step's limit, time to write the manifest before SIGKILL
 
@@ -226,36 +233,19 @@ class Check:
         step.figures.update(run_figures(self.work / "runs" / "train"))
         self.sps_ratio(step, "share_of_env_ceiling", "env_ceiling", "steps_per_s")
 
-    def overlap(self) -> None:
-        """Step 4c: the same game, envs and minibatches with acting overlapped with learning
-        (APPO, V-trace, two actor processes acting on the GPU), beside step 4's PPO."""
-        actor = "cpu" if self.dry else "cuda"
-        self.beside_ppo("overlap", [*APPO_DECOUPLED, f"runner.actor_device={actor}"], 90)
-
-    def eager(self) -> None:
-        """Step 4b: step 4 without ``runner.cuda_graph`` (each minibatch launched from
-        Python), beside step 4's PPO: what recording the learner's step gains."""
-        self.beside_ppo("eager", ["runner.cuda_graph=false"], 90)
-
-    def compiled(self) -> None:
-        """Step 4d: step 4 with ``runner.compile`` (torch.compile'd network; the first
-        iterations pay the compilation and are left out as warm-up) instead of the CUDA
-        graph, beside step 4's PPO. Dry, without compiling: compiling on a small CPU takes
-        longer than the whole dry run (tests/smoke/test_compile.py tests it)."""
-        compile_on = "false" if self.dry else "true"
-        self.beside_ppo(
-            "compiled", [f"runner.compile={compile_on}", "runner.cuda_graph=false"], 120
-        )
-
-    def beside_ppo(self, name: str, keys: list[str], grace: float) -> None:
-        """A variant of step 4 trained for ``budgets.variant_s`` seconds (``grace`` more for
-        its start): its figures, and its SPS as a ratio to step 4's."""
+    def variant(self, name: str) -> None:
+        """Steps 4b-4f: step 4's preset changed as :data:`VARIANTS` says, trained for
+        ``budgets.variant_s`` seconds: its figures, and its SPS as a ratio to step 4's."""
         step = self.step(name)
+        keys, grace = VARIANTS[name]
+        keys = [k.format(half_cores=max(1, (os.cpu_count() or 2) // 2)) for k in keys]
+        if self.dry and name == "compiled":  # compiling on a small CPU outlasts the dry run
+            keys = [k for k in keys if k != "runner.compile=true"]  # (tests/smoke/test_compile.py)
         seconds = self.budgets.variant_s
         argv = self.train_command(name, *keys, f"stop.wall_time_s={seconds:g}")
         self.run(step, argv, seconds + grace)
         step.figures.update(run_figures(self.work / "runs" / name))
-        self.sps_ratio(step, "sps_vs_ppo", "train", "sps_median")
+        self.sps_ratio(step, "sps_vs_preset", "train", "sps_median")
 
     def sps_ratio(self, step: Step, key: str, other_step: str, other_key: str) -> None:
         """``step``'s median SPS divided by another step's figure, when both exist."""
@@ -518,9 +508,9 @@ def _headline(step: dict[str, Any]) -> str:
             f"{_fmt(gpu.get('power_w'))} W, {_fmt(gpu.get('joules_per_iteration'))} J/iteration; "
             f"precision {f.get('precision')}; learner graphed {_fmt(f.get('learner_graphed'))}"
         )
-    if name in ("eager", "overlap", "compiled"):
+    if name in VARIANTS:
         return (
-            f"SPS {_fmt(f.get('sps_median'))} ({_fmt(f.get('sps_vs_ppo'))} x step 4's PPO), "
+            f"SPS {_fmt(f.get('sps_median'))} ({_fmt(f.get('sps_vs_preset'))} x step 4's), "
             f"learner graphed {_fmt(f.get('learner_graphed'))}, "
             + ", ".join(f"{p} {_fmt(v)}" for p, v in (f.get("phase_share") or {}).items())
         )
@@ -608,8 +598,10 @@ def main() -> int:
         check.guarded(check.pong, "pong")
     else:
         for name in MAIN_STEPS:
-            if name not in skip:
-                check.guarded(getattr(check, name), name)
+            if name in skip:
+                continue
+            run = partial(check.variant, name) if name in VARIANTS else getattr(check, name)
+            check.guarded(run, name)
     print((args.out / "summary.md").read_text())
     return 0
 

@@ -2,8 +2,9 @@
 gives with random actions and nothing else (no network, no learner).
 
 The envs are the ones ``rlperf train`` would build for the same arguments (the same engine,
-preprocessing, number of envs and engine threads), so a run's SPS divided by this figure is
-the share of the env stepping's own speed that training keeps. One JSON line:
+preprocessing, number of envs and engine threads), all in this one process (a decoupled
+run spreads them over its actor processes), so a run's SPS divided by this figure is the
+share of the env stepping's own speed that training keeps. One JSON line:
 
     python benchmarks/gpu/env_ceiling.py --seconds 5 --repeats 3 -- \
         --preset atari-fast-gpu --env ALE/Pong-v5 env.num_envs=64
@@ -22,16 +23,15 @@ import time
 import numpy as np
 
 from rlperf.cli import build_train_config
-from rlperf.envs.ale_vector import default_num_threads
-from rlperf.registry import make_envs, resolve_dim
+from rlperf.envs.make import make_engine_envs
+from rlperf.registry import resolve_dim
 
 
 def measure(train_argv: list[str], seconds: float, repeats: int) -> dict[str, object]:
     """Median, min and max env steps/s over ``repeats`` runs of ``seconds`` each."""
     cfg, _ = build_train_config(train_argv)
-    envs = make_envs(cfg, resolve_dim(cfg))
-    if envs is None:
-        raise SystemExit(f"runner {cfg.runner.name} builds its envs in worker processes")
+    # all the run's envs in this one process, whichever runner would spread them over actors
+    envs = make_engine_envs(cfg.env, resolve_dim(cfg), cfg.seed)
     try:
         envs.reset(cfg.seed)
         n = envs.num_envs
@@ -54,7 +54,7 @@ def measure(train_argv: list[str], seconds: float, repeats: int) -> dict[str, ob
         "max": max(rates),
         "num_envs": n,
         "engine": cfg.env.engine,
-        "threads": default_num_threads(n),
+        "threads": getattr(envs, "num_threads", None),
         "cores": len(os.sched_getaffinity(0)),
     }
 

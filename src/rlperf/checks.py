@@ -108,6 +108,11 @@ def check_cpus(cfg: RunnerConfig) -> None:
 def _check_env(cfg: RunConfig) -> None:
     """The engine can step the env, the model can read its observations, at its size."""
     env_id, engine = cfg.env.id, cfg.env.engine
+    if cfg.env.num_threads is not None and engine == "gymnasium":
+        raise ConfigError(
+            "env.num_threads sets the threads of the C++ engines (envpool, ale-vector); "
+            "engine gymnasium steps its envs without them: set env.engine or unset env.num_threads"
+        )
     kind = env_kind(env_id)
     facts = ENV_FACTS[kind]
     if engine not in facts.engines:

@@ -36,8 +36,8 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     summary = _dry_run(tmp_path / "out")
     steps = {s["name"]: s for s in summary["steps"]}
     assert list(steps) == [
-        "setup", "cuda_tests", "env_ceiling", "train", "eager", "overlap", "compiled",
-        "placements",
+        "setup", "cuda_tests", "env_ceiling", "train", "eager", "ppo", "workers4", "threads",
+        "compiled", "placements",
     ]  # fmt: skip
     assert all(s["status"] == "ok" for s in steps.values()), steps
     assert summary["machine"]["cores"] >= 1 and summary["machine"]["torch"]
@@ -49,11 +49,13 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     assert sum(phases) == pytest.approx(1.0, abs=0.01)  # the phases add up to the wall time
     # the preset's recorded learner step runs unrecorded on a CPU; eager turns it off
     assert train["learner_graphed"] == 0.0
-    eager = steps["eager"]["figures"]
-    assert eager["sps_vs_ppo"] > 0 and eager["learner_graphed"] is None
-    overlap = steps["overlap"]["figures"]
-    assert overlap["status"] == "completed" and overlap["sps_vs_ppo"] > 0
-    assert steps["compiled"]["figures"]["sps_vs_ppo"] > 0
+    assert steps["eager"]["figures"]["learner_graphed"] is None
+    for name in ("eager", "ppo", "workers4", "threads", "compiled"):
+        variant = steps[name]["figures"]
+        assert variant["status"] == "completed" and variant["sps_vs_preset"] > 0, name
+    commands = {name: steps[name]["commands"][0] for name in steps}
+    assert "--num-workers 4" in commands["workers4"] and "env.num_threads=" in commands["threads"]
+    assert "--algo ppo --runner inproc" in commands["ppo"]
     points = steps["placements"]["figures"]["points"]
     assert points["Exp1-cpu_only"]["status"] == "completed"
     assert points["Exp1-cpu_only"]["iterations"] >= 1

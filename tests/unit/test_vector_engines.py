@@ -7,6 +7,7 @@ so the whole file runs in seconds.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from rlperf.config.schema import EnvConfig
 from rlperf.envs.ale_vector import AleVectorEnv
-from rlperf.envs.make import make_vector_env
+from rlperf.envs.make import make_engine_envs, make_vector_env
 
 pytest.importorskip("ale_py")
 
@@ -275,6 +276,35 @@ def test_invalid_knobs_are_config_errors() -> None:
     envpool_cls = _envpool_cls()
     with pytest.raises(ConfigError, match="max_pool"):
         envpool_cls(EnvConfig(id="ALE/Pong-v5", max_pool=False), 84, 0)
+
+
+@pytest.mark.parametrize("engine", ["envpool", "ale-vector"])
+def test_env_num_threads_sizes_the_engines_pool(engine: str) -> None:
+    if engine == "envpool":
+        _envpool_cls()
+    cfg = EnvConfig(id="ALE/Pong-v5", engine=engine, num_envs=4)
+    for threads, expected in ((None, min(4, len(os.sched_getaffinity(0)))), (3, 3)):
+        cfg.num_threads = threads
+        vec = make_engine_envs(cfg, 84, 0)
+        try:
+            assert vec.num_threads == expected
+        finally:
+            vec.close()
+
+
+def test_env_num_threads_is_refused_for_the_python_engine() -> None:
+    from rlperf.checks import check
+    from rlperf.config.schema import RunConfig
+    from rlperf.core.errors import ConfigError
+
+    cfg = RunConfig()
+    cfg.env.num_threads = 2
+    with pytest.raises(
+        ConfigError, match="^env.num_threads sets the threads of the C[+][+] engines"
+    ):
+        check(cfg)
+    cfg.env.engine = "ale-vector"
+    check(cfg)
 
 
 def test_envpool_async_matches_sync_per_env() -> None:

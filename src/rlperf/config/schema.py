@@ -89,6 +89,8 @@ class EnvConfig(Section):
     """What steps the games: gymnasium (rlperf's own preprocessing, exact snapshots), envpool or ale-vector (C++ thread pools, Atari only)."""
     num_envs: int = 8
     """Number of environment copies stepped together (the batch of the acting forward pass)."""
+    num_threads: int | None = None
+    """C++ engines (envpool, ale-vector): the worker threads that step one process's envs; unset = one per usable core, at most num_envs. With the decoupled runner every actor process runs its own pool of this many threads."""
     dim: int | None = None
     """Atari frame size after resizing (dim x dim); unset = the model's input size (84, 168 or 252)."""
     frame_stack: int = 4

@@ -42,6 +42,7 @@ def validate(cfg: RunConfig) -> None:
     _validate_faults(cfg)
     for key, value in [
         ("env.num_envs", env.num_envs),
+        ("env.num_threads", env.num_threads),
         ("env.frame_stack", env.frame_stack),
         ("env.frameskip", env.frameskip),
         ("env.dim", env.dim),

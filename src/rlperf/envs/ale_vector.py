@@ -167,7 +167,8 @@ class AleVectorEnv:
 
         ``dim`` is the frame size; ``seed`` is accepted for parity with the other engines but
         unused, because ALE seeds its envs at :meth:`reset` (which takes one); ``num_threads`` the
-        C++ worker threads (default: one per usable core, at most ``num_envs``), and
+        C++ worker threads (default: ``env.num_threads``, else one per usable core, at most
+        ``num_envs``), and
         ``training=False`` turns episodic life and reward clipping off (evaluation).
         """
         try:
@@ -190,11 +191,13 @@ class AleVectorEnv:
         self._clip = cfg.clip_rewards and training
         self._max_steps = cfg.max_episode_steps if cfg.max_episode_steps else NO_STEP_LIMIT
         self._grayscale = cfg.grayscale
+        self.num_threads = num_threads or cfg.num_threads or default_num_threads(cfg.num_envs)
+        """The C++ worker threads."""
         self._env = AtariVectorEnv(
             game=atari_rom_name(cfg.id),
             num_envs=cfg.num_envs,
             batch_size=cfg.num_envs,
-            num_threads=num_threads or default_num_threads(cfg.num_envs),
+            num_threads=self.num_threads,
             img_height=dim,
             img_width=dim,
             grayscale=cfg.grayscale,

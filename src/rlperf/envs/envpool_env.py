@@ -129,7 +129,8 @@ class _EnvPoolBase:
         self.batch_size = batch_size
         self._task = envpool_task_id(cfg.id)
         self._options = envpool_options(cfg, dim, training)
-        self._num_threads = num_threads or default_num_threads(batch_size)
+        self.num_threads = num_threads or cfg.num_threads or default_num_threads(batch_size)
+        """The pool's worker threads."""
         self._episodic = bool(self._options["episodic_life"])
         self._max_steps = int(self._options["max_episode_steps"])
         self._pool: Any = None
@@ -151,7 +152,7 @@ class _EnvPoolBase:
             env_type="gymnasium",
             num_envs=self.num_envs,
             batch_size=self.batch_size,
-            num_threads=self._num_threads,
+            num_threads=self.num_threads,
             env_seed=[int(seed) + i for i in range(self.num_envs)],
             **self._options,
         )
@@ -240,8 +241,8 @@ class EnvPoolVectorEnv(_EnvPoolBase):
     ) -> None:
         """Build the pool for ``cfg.id`` with env ``i`` seeded ``seed + i``.
 
-        ``num_threads``: EnvPool worker threads (default one per usable core, at most
-        ``num_envs``); ``training=False`` turns episodic life and reward clipping off.
+        ``num_threads``: EnvPool worker threads (default ``env.num_threads``, else one per
+        usable core, at most ``num_envs``); ``training=False`` turns episodic life and reward clipping off.
         """
         super().__init__(cfg, dim, seed, cfg.num_envs, num_threads, training)
         shape = self.single_observation_space.shape
