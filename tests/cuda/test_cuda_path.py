@@ -24,6 +24,7 @@ from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
 from rlperf.envs.make import make_vector_env
 from rlperf.models.catalog import build_model
+from rlperf.runners.collector import RolloutCollector
 from rlperf.runners.inproc import InProcRunner
 from rlperf.telemetry.timers import PhaseTimer
 from tests.conftest import read_metrics
@@ -152,6 +153,28 @@ def test_recorded_learner_step_is_captured_and_learns_as_the_eager_one(precision
     atol = 1e-4 if precision == "fp32" else 8 * PPOConfig().learning_rate
     for a, b in zip(eager.parameters(), recorded.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=atol)
+
+
+def test_recorded_acting_is_captured_samples_afresh_and_agrees_with_the_policy():
+    runner, algo = _runner("cuda:0")
+    try:
+        collector = RolloutCollector(
+            runner.envs, runner.actor, runner.actor_device, "fp32",
+            runner.envs.reset(1), graphed=True,
+        )  # fmt: skip
+        batch = Rollout.allocate(32, 4, (4,), torch.float32, device="cuda")
+        collector.collect(batch, PhaseTimer())
+        assert collector.recorded is not None and collector.recorded.call.graphed
+        # the replays draw new actions (the generator advances) ...
+        assert len({tuple(a.tolist()) for a in batch.actions_TN}) > 1
+        # ... and report the policy's own log-probs and values for them
+        with torch.no_grad():
+            obs = batch.obs_TN.reshape(-1, 4)
+            logprob, _, value = algo.policy.evaluate(obs, batch.actions_TN.reshape(-1))
+        torch.testing.assert_close(batch.logprobs_TN.reshape(-1), logprob, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(batch.values_TN.reshape(-1), value, rtol=1e-5, atol=1e-5)
+    finally:
+        runner.close()
 
 
 def test_phase_timer_synchronises_so_gpu_work_is_charged_to_its_phase():

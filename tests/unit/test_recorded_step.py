@@ -18,7 +18,7 @@ from rlperf.core.cuda_graph import GraphedCall
 from rlperf.core.errors import ConfigError
 from rlperf.core.nan_guard import NonFiniteError, NonFiniteGuard
 from rlperf.core.optim import LocalGradientStep
-from rlperf.core.types import Progress
+from rlperf.core.types import Progress, Rollout
 from rlperf.models.catalog import build_model
 from tests.unit.test_ppo import _rollout
 
@@ -146,3 +146,25 @@ def test_the_config_refuses_what_a_recorded_step_cannot_do():
             ConfigError, match=r"^runner.cuda_graph needs .*" + words.replace(".", r"\.")
         ):
             check(cfg, on_this_machine=False)
+
+
+def test_recorded_acting_on_a_cpu_acts_as_the_eager_collector():
+    from rlperf.config.schema import EnvConfig
+    from rlperf.envs.make import make_vector_env
+    from rlperf.runners.collector import RolloutCollector
+    from rlperf.telemetry.timers import PhaseTimer
+
+    rollouts = []
+    for graphed in (False, True):
+        envs = make_vector_env(EnvConfig(id="CartPole-v1", num_envs=4), 84, 0)
+        torch.manual_seed(0)
+        policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+        collector = RolloutCollector(envs, policy, CPU, "fp32", envs.reset(0), graphed=graphed)
+        buf = Rollout.allocate(16, 4, (4,), torch.float32)
+        collector.collect(buf, PhaseTimer())
+        rollouts.append(buf)
+        envs.close()
+    eager, recorded = rollouts
+    torch.testing.assert_close(recorded.actions_TN, eager.actions_TN, rtol=0, atol=0)
+    torch.testing.assert_close(recorded.logprobs_TN, eager.logprobs_TN)
+    torch.testing.assert_close(recorded.obs_TN, eager.obs_TN)

@@ -44,6 +44,8 @@ class ActorSetup:
     device: str
     precision: str
     channels_last: bool
+    cuda_graph: bool
+    """Record the acting forward as a CUDA graph (``runner.cuda_graph``)."""
     slots: RolloutSlots
     slot_ids: list[int]
     """The slots this actor may fill at start (the learner returns them one by one)."""
@@ -82,8 +84,9 @@ def _run(setup: ActorSetup, conn: Connection) -> None:
         while conn.recv()[0] != "start":
             pass
         collector = RolloutCollector(
-            envs, policy, device, setup.precision, envs.reset(setup.env_seed)
-        )
+            envs, policy, device, setup.precision, envs.reset(setup.env_seed),
+            graphed=setup.cuda_graph,
+        )  # fmt: skip
         version = -1
         timer = PhaseTimer()
         while True:

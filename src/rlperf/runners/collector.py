@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from rlperf.core.cuda_graph import GraphedCall
 from rlperf.core.errors import WorkerError
 from rlperf.core.resources import intra_op_threads
 from rlperf.core.types import Rollout
@@ -27,13 +28,43 @@ WorkerErrorHandler = Callable[[WorkerError, int, Rollout], np.ndarray]
 
 
 def act_precision(
-    precision: str, device: torch.device
+    precision: str, device: torch.device, cache: bool = True
 ) -> contextlib.AbstractContextManager[object]:
     """Acting runs at the learner's precision, so the behaviour log-probs match what the
-    learner recomputes at the same weights (ratios of exactly 1 before the first step)."""
+    learner recomputes at the same weights (ratios of exactly 1 before the first step).
+    ``cache=False`` for a recorded forward: a graph would replay casts of stale weights."""
     if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache)
     return contextlib.nullcontext()
+
+
+class RecordedActing:
+    """``policy.act(obs)`` on a fixed observation buffer, recorded once as a CUDA graph
+    (``runner.cuda_graph``) and replayed every step: one launch instead of one per layer.
+
+    The outputs are fixed tensors too, overwritten by the next call; the policy's weights
+    must change in place (an optimizer's step, ``SharedPolicyWeights.pull``). Sampling
+    draws from the device's default generator, which a graph advances on every replay."""
+
+    def __init__(
+        self, policy: ActorCritic, obs: torch.Tensor, precision: str, device: torch.device
+    ) -> None:
+        self.policy, self.obs, self.precision, self.device = policy, obs, precision, device
+        self.outputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.call = GraphedCall(self._act, device)
+
+    def _act(self) -> None:
+        with act_precision(self.precision, self.device, cache=False):
+            result = self.policy.act(self.obs)
+        if self.outputs is None:  # the first call (eager) makes the fixed outputs
+            self.outputs = tuple(torch.empty_like(x) for x in result)  # type: ignore[assignment]
+        for out, x in zip(self.outputs, result, strict=True):  # type: ignore[arg-type]
+            out.copy_(x)
+
+    def __call__(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self.call()
+        assert self.outputs is not None
+        return self.outputs
 
 
 class RolloutCollector:
@@ -55,6 +86,7 @@ class RolloutCollector:
         pin_memory: bool = False,
         on_worker_error: WorkerErrorHandler | None = None,
         threads: int | None = None,
+        graphed: bool = False,
     ) -> None:
         self.envs = envs
         self.policy = policy
@@ -70,6 +102,17 @@ class RolloutCollector:
             obs.shape, dtype=obs.dtype, device=device, pin_memory=pin_memory
         )
         self.next_obs_N.copy_(obs)
+        self.recorded = (
+            RecordedActing(policy, self.next_obs_N, precision, device) if graphed else None
+        )
+        """``runner.cuda_graph``: the acting forward, recorded (None: called eagerly)."""
+
+    def act(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(actions, logprobs, values) for ``next_obs_N``."""
+        if self.recorded is not None:
+            return self.recorded()
+        with act_precision(self.precision, self.device):
+            return self.policy.act(self.next_obs_N)
 
     def collect(self, buf: Rollout, timer: PhaseTimer) -> list[EpisodeEnd]:
         """Fill ``buf`` (T steps of every env) and return the true games that ended meanwhile.
@@ -88,10 +131,10 @@ class RolloutCollector:
         buf.truncation_values_TN.zero_()
         for t in range(buf.num_steps):
             buf.obs_TN[t].copy_(self.next_obs_N)
-            with timer.phase("policy_forward"), act_precision(self.precision, self.device):
+            with timer.phase("policy_forward"):
                 # The policy's own copy of the frames: the buffer may live elsewhere (an
                 # actor process acting on a GPU fills a rollout slot in host shared memory).
-                actions, logprobs, values = self.policy.act(self.next_obs_N)
+                actions, logprobs, values = self.act()
             buf.actions_TN[t] = actions
             buf.logprobs_TN[t] = logprobs
             buf.values_TN[t] = values

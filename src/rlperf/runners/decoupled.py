@@ -138,6 +138,7 @@ class DecoupledRunner(LocalLearner, SupervisedRunner, RolloutDriver):
             device=str(self.actor_device),
             precision=self.cfg.precision,
             channels_last=self.cfg.channels_last,
+            cuda_graph=self.cfg.cuda_graph,
             slots=self.slots,
             slot_ids=slot_ids,
             weights=self.weights,

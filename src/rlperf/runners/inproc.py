@@ -72,6 +72,7 @@ class InProcRunner(LocalLearner, RolloutDriver):
             pin_memory=pin,
             on_worker_error=self._recover,
             threads=cfg.act_threads,
+            graphed=cfg.cuda_graph,
         )
         # Pinned host memory makes the host-to-GPU copy in load() asynchronous.
         rollout = Rollout.allocate(T, N, space.shape, obs_dtype, device=dev, pin_memory=pin)
