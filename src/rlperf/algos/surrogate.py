@@ -11,7 +11,7 @@ KL target (:func:`minibatch_epochs`). Each algorithm reads its knobs into one
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,18 +140,26 @@ def minibatch_epochs(
     gradient norm and the number of minibatches as ``losses/...`` metrics."""
     totals: dict[str, torch.Tensor] = {}
     grad_norms: list[float] = []
-    for _epoch in range(settings.update_epochs):
-        perm = torch.randperm(batch_size, generator=generator).to(device)
-        # Trailing samples that do not fill a minibatch are skipped this epoch; the
-        # shuffle changes every epoch, so each sample is used in expectation.
-        for start in range(0, batch_size - mb_size + 1, mb_size):
-            loss, parts = minibatch_loss(perm[start : start + mb_size])
-            grad_norms.append(step(loss, settings.max_grad_norm))
-            for k, v in parts.items():  # summed on the device: no sync per minibatch
-                totals[k] = totals[k] + v if k in totals else v
-            if settings.target_kl is not None and float(parts["approx_kl"]) > settings.target_kl:
-                return _epoch_metrics(totals, grad_norms)
+    for idx in shuffled_minibatches(settings.update_epochs, batch_size, mb_size, generator, device):
+        loss, parts = minibatch_loss(idx)
+        grad_norms.append(step(loss, settings.max_grad_norm))
+        for k, v in parts.items():  # summed on the device: no sync per minibatch
+            totals[k] = totals[k] + v if k in totals else v
+        if settings.target_kl is not None and float(parts["approx_kl"]) > settings.target_kl:
+            break
     return _epoch_metrics(totals, grad_norms)
+
+
+def shuffled_minibatches(
+    epochs: int, batch_size: int, mb_size: int, generator: torch.Generator, device: torch.device
+) -> Iterator[torch.Tensor]:
+    """The row indices of each minibatch, ``epochs`` times a fresh shuffle of the batch.
+    Trailing samples that do not fill a minibatch are skipped that epoch; the shuffle
+    changes every epoch, so each sample is used in expectation."""
+    for _epoch in range(epochs):
+        perm = torch.randperm(batch_size, generator=generator).to(device)
+        for start in range(0, batch_size - mb_size + 1, mb_size):
+            yield perm[start : start + mb_size]
 
 
 def _epoch_metrics(totals: dict[str, torch.Tensor], grad_norms: list[float]) -> dict[str, float]:
@@ -303,11 +311,9 @@ def recorded_epochs(
     program.ent_coef.fill_(settings.ent_coef)
     if isinstance(program.kl_coeff, torch.Tensor):
         program.kl_coeff.fill_(kl_coeff)
-    batch_size = data.actions.shape[0]
-    for _epoch in range(settings.update_epochs):
-        perm = torch.randperm(batch_size, generator=generator).to(data.obs.device)
-        for start in range(0, batch_size - mb_size + 1, mb_size):
-            program(data, perm[start : start + mb_size])
+    batch_size, device = data.actions.shape[0], data.obs.device
+    for idx in shuffled_minibatches(settings.update_epochs, batch_size, mb_size, generator, device):
+        program(data, idx)
     metrics, nonfinite = program.read()
     step.found_nonfinite(nonfinite)
     return metrics
