@@ -14,7 +14,7 @@ that fails or runs out of time is recorded as such and the next one still runs.
      (and its share of the ceiling), the phase split, NVML utilisation, memory, power and
      energy; then its variants (:data:`VARIANTS`), 30 s each, each one's SPS as a ratio to
      step 4's: ``eager`` (no ``runner.cuda_graph``), ``ppo`` (PPO in one process),
-     ``workers4`` (4 actor processes), ``threads`` (each actor's engine on half the cores),
+     ``workers4`` (4 actor processes), ``threads`` (each actor's engine on half the cores, the learner on 2 threads),
      ``compiled`` (PPO with ``runner.compile`` instead of the graph);
   6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
      ``--placement-seconds`` each, then ``rlperf report`` on them.
@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,10 @@ VARIANTS: dict[str, tuple[list[str], float]] = {
     "eager": (["runner.cuda_graph=false"], 90),  # the learner's step launched from Python
     "ppo": (PPO_INPROC, 90),  # rollout, then learn, in one process (the recipe before APPO)
     "workers4": (["--num-workers", "4"], 90),  # 4 actor processes of 16 envs
-    "threads": (["env.num_threads={half_cores}"], 90),  # each actor's engine on half the cores
+    # the cores split: each actor's engine on half of them (2 x 16 threads share 16 cores by
+    # default), the GPU learner's process on 2 torch threads (default: the cores the actors'
+    # torch threads leave, 14)
+    "threads": (["env.num_threads={half_cores}", "runner.torch_threads=2"], 90),
     # torch.compile instead of the graph (PPO: the decoupled runner compiles nothing);
     # the first iterations pay the compilation and are left out as warm-up
     "compiled": ([*PPO_INPROC, "runner.compile=true", "runner.cuda_graph=false"], 120),
@@ -315,10 +319,11 @@ class Check:
         for seed in (1, 2, 3):
             name = f"seed{seed}"
             argv = self.train_command(name, f"stop.target_reward={target}", seed=seed)
-            before, status = step.seconds, step.status
+            before, status, began = step.seconds, step.status, time.time()
             self.run(step, argv, self.budgets.pong_cap)
             figures = run_figures(runs / name)
             figures["command_to_exit_s"] = step.seconds - before
+            figures.update(_start_and_exit(runs / name, began, began + step.seconds - before))
             figures["solved"] = figures.get("stop_reason") == "target_reward"
             figures["cap_reached"] = step.status == "time limit"
             if figures["cap_reached"]:  # a seed stopped at the cap is a figure, not a failure
@@ -390,6 +395,21 @@ def _pytest_counts(text: str) -> dict[str, int]:
     """``3 passed, 1 skipped in 2.0s`` -> {"passed": 3, "skipped": 1}."""
     found = re.findall(r"(\d+) (passed|failed|skipped|error|errors)\b", text)
     return {word.rstrip("s") if word == "errors" else word: int(n) for n, word in found}
+
+
+def _start_and_exit(run: Path, began: float, ended: float) -> dict[str, float]:
+    """Where a command's seconds outside training went: from its start to the run's start
+    (imports, CUDA, actors, precision) and from the run's end to its exit."""
+    manifest = run / "manifest.json"
+    if not manifest.is_file():
+        return {}
+    times = json.loads(manifest.read_text())
+    out = {}
+    if times.get("started_utc"):
+        out["start_s"] = datetime.fromisoformat(times["started_utc"]).timestamp() - began
+    if times.get("ended_utc"):
+        out["exit_s"] = ended - datetime.fromisoformat(times["ended_utc"]).timestamp()
+    return out
 
 
 def _mean(values: list[float]) -> float | None:
@@ -546,7 +566,7 @@ def markdown(data: dict[str, Any]) -> str:
             f"## {s['name']}",
             "",
             "| run | status | stop | steps | SPS | sample / load / learn / update ms "
-            "| GPU % | GPU MiB | reward mean / EMA | command to exit s |",
+            "| GPU % | GPU MiB | reward mean / EMA | command to exit s (start, exit) |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for name, r in rows.items():
@@ -557,7 +577,8 @@ def markdown(data: dict[str, Any]) -> str:
                 f"| {_fmt(r.get('sps_median'))} | {' / '.join(_fmt(ms.get(p)) for p in ('sample', 'load', 'learn', 'update'))} "
                 f"| {_fmt(gpu.get('util_percent'))} | {_fmt(gpu.get('mem_mb_max'))} "
                 f"| {_fmt(r.get('episode_reward_mean'))} / {_fmt(r.get('episode_reward_ema'))} "
-                f"| {_fmt(r.get('command_to_exit_s'))} |"
+                f"| {_fmt(r.get('command_to_exit_s'))} "
+                f"({_fmt(r.get('start_s'))}, {_fmt(r.get('exit_s'))}) |"
             )
     lines += ["", "## Commands", ""]
     for s in data["steps"]:

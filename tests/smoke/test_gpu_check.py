@@ -81,6 +81,8 @@ def test_pong_seeds_are_capped_and_the_cap_is_recorded(tmp_path):
         assert seed["command_to_exit_s"] < 15 + 20
         if seed["cap_reached"]:
             assert seed["status"] == "interrupted"
+        # the seconds outside training: before the run started and after it ended
+        assert 0 < seed["start_s"] < seed["command_to_exit_s"] and seed["exit_s"] >= 0
     assert pong["figures"]["median_command_to_exit_s"] > 0
 
 
