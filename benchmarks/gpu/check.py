@@ -54,12 +54,13 @@ RLPERF = [sys.executable, "-m", "rlperf"]
 GAME = ["--env", "ALE/Pong-v5"]
 PRESET = ["--preset", "atari-fast-gpu"]
 CPU_ONLY = ["runner.learner_device=cpu", "runner.actor_device=cpu"]
-PPO_INPROC = ["--algo", "ppo", "--runner", "inproc"]
+PPO_INPROC = ["algo=ppo", "runner.name=inproc"]
 VARIANTS: dict[str, tuple[list[str], float]] = {
-    # name: (what it changes in step 4's command, seconds allowed for its start)
+    # name: (the keys it changes in step 4's command, seconds allowed for its start); keys,
+    # so that a variant that wins can be handed to the Pong seeds: check.sh --pong --set ...
     "eager": (["runner.cuda_graph=false"], 90),  # the learner's step launched from Python
     "ppo": (PPO_INPROC, 90),  # rollout, then learn, in one process (the recipe before APPO)
-    "workers4": (["--num-workers", "4"], 90),  # 4 actor processes of 16 envs
+    "workers4": (["runner.num_workers=4"], 90),  # 4 actor processes of 16 envs
     # the cores split: each actor's engine on half of them (2 x 16 threads share 16 cores by
     # default), the GPU learner's process on 2 torch threads (default: the cores the actors'
     # torch threads leave, 14)

@@ -54,8 +54,10 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
         variant = steps[name]["figures"]
         assert variant["status"] == "completed" and variant["sps_vs_preset"] > 0, name
     commands = {name: steps[name]["commands"][0] for name in steps}
-    assert "--num-workers 4" in commands["workers4"] and "env.num_threads=" in commands["threads"]
-    assert "--algo ppo --runner inproc" in commands["ppo"]
+    assert (
+        "runner.num_workers=4" in commands["workers4"] and "env.num_threads=" in commands["threads"]
+    )
+    assert "algo=ppo runner.name=inproc" in commands["ppo"]
     points = steps["placements"]["figures"]["points"]
     assert points["Exp1-cpu_only"]["status"] == "completed"
     assert points["Exp1-cpu_only"]["iterations"] >= 1
