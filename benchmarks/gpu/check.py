@@ -14,7 +14,8 @@ that fails or runs out of time is recorded as such and the next one still runs.
      (and its share of the ceiling), the phase split, NVML utilisation, memory, power and
      energy; then its variants (:data:`VARIANTS`), 30 s each, each one's SPS as a ratio to
      step 4's: ``eager`` (no ``runner.cuda_graph``), ``ppo`` (PPO in one process),
-     ``workers4`` (4 actor processes), ``threads`` (each actor's engine on half the cores, the learner on 2 threads),
+     ``workers4`` (4 actor processes), ``threads`` (each actor's engine on half the
+     cores, the learner on 2 threads), ``minibatches16`` (16 minibatches of 128),
      ``compiled`` (PPO with ``runner.compile`` instead of the graph);
   6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
      ``--placement-seconds`` each, then ``rlperf report`` on them.
@@ -65,6 +66,9 @@ VARIANTS: dict[str, tuple[list[str], float]] = {
     # default), the GPU learner's process on 2 torch threads (default: the cores the actors'
     # torch threads leave, 14)
     "threads": (["env.num_threads={half_cores}", "runner.torch_threads=2"], 90),
+    # twice the gradient steps per env step (16 minibatches of 128): the graphed learner's
+    # work hides behind the actors', so SPS should hold while learning per step improves
+    "minibatches16": (["appo.num_minibatches=16"], 90),
     # torch.compile instead of the graph (PPO: the decoupled runner compiles nothing);
     # the first iterations pay the compilation and are left out as warm-up
     "compiled": ([*PPO_INPROC, "runner.compile=true", "runner.cuda_graph=false"], 120),

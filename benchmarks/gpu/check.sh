@@ -3,7 +3,7 @@
 #
 #   scripts/gpu_wheels.sh                  # here, once: the wheels that travel (.gpu-wheels/)
 #   benchmarks/gpu/check.sh OUT            # on the GPU machine: steps 1-4 and 6 (~9 min)
-#   benchmarks/gpu/check.sh --skip compiled,placements OUT   # the same in ~5 min (15 lent)
+#   benchmarks/gpu/check.sh --skip ppo,compiled,placements OUT   # ~5.5 min (15 lent)
 #   benchmarks/gpu/check.sh --pong OUT     # on the GPU machine: step 5, Pong seeds 1-3 (<= 7 min)
 #   benchmarks/gpu/check.sh --pong --set runner.num_workers=4 OUT   # the seeds with a variant's keys
 #   benchmarks/gpu/check.sh --dry-run OUT  # any CPU: the same steps, tiny budgets

@@ -37,7 +37,7 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     steps = {s["name"]: s for s in summary["steps"]}
     assert list(steps) == [
         "setup", "cuda_tests", "env_ceiling", "train", "eager", "ppo", "workers4", "threads",
-        "compiled", "placements",
+        "minibatches16", "compiled", "placements",
     ]  # fmt: skip
     assert all(s["status"] == "ok" for s in steps.values()), steps
     assert summary["machine"]["cores"] >= 1 and summary["machine"]["torch"]
@@ -50,7 +50,7 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     # the preset's recorded learner step runs unrecorded on a CPU; eager turns it off
     assert train["learner_graphed"] == 0.0
     assert steps["eager"]["figures"]["learner_graphed"] is None
-    for name in ("eager", "ppo", "workers4", "threads", "compiled"):
+    for name in ("eager", "ppo", "workers4", "threads", "minibatches16", "compiled"):
         variant = steps[name]["figures"]
         assert variant["status"] == "completed" and variant["sps_vs_preset"] > 0, name
     commands = {name: steps[name]["commands"][0] for name in steps}
