@@ -168,3 +168,24 @@ def test_recorded_acting_on_a_cpu_acts_as_the_eager_collector():
     torch.testing.assert_close(recorded.actions_TN, eager.actions_TN, rtol=0, atol=0)
     torch.testing.assert_close(recorded.logprobs_TN, eager.logprobs_TN)
     torch.testing.assert_close(recorded.obs_TN, eager.obs_TN)
+
+
+def test_a_failed_capture_falls_back_to_eager_calls(monkeypatch, capsys):
+    # A fake CUDA: the warm-up runs in place of the side stream, and the capture raises as
+    # torch does on an operation a graph cannot record.
+    calls = []
+    graphed = GraphedCall(lambda: calls.append(1), CPU)
+    graphed.capture = True
+    monkeypatch.setattr(GraphedCall, "_on_side_stream", lambda self: self.fn())
+
+    def failing_graph(graph):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: object())
+    monkeypatch.setattr(torch.cuda, "graph", failing_graph)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    for _ in range(6):
+        graphed()
+    assert len(calls) == 6  # every call did its work, the failed capture's included
+    assert not graphed.graphed and "not permitted" in graphed.failure
+    assert "runner.cuda_graph: capture failed" in capsys.readouterr().err
