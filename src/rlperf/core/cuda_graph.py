@@ -2,8 +2,9 @@
 
 A small network's learner step on a GPU is bound by the CPU: each minibatch launches a few
 hundred kernels from Python, each taking longer to launch than to run (on an H100 the
-atari-fast-gpu learner kept the GPU 13 % busy, docs/benchmarks.md). A CUDA graph records
-those launches once and replays them with one call.
+atari-fast-gpu learner kept the GPU 13 % busy, docs/benchmarks.md); so, on a smaller
+scale, is each acting forward. A CUDA graph records those launches once and replays them
+with one call.
 
 The recorded function must work on tensors that stay where they are (inputs copied into
 fixed buffers before each call, results accumulated into fixed tensors) and must never wait
@@ -75,7 +76,7 @@ class GraphedCall:
             self.failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
             print(
                 f"rlperf: warning: runner.cuda_graph: capture failed ({self.failure}); "
-                "the learner steps without a graph",
+                "this step runs without a graph from now on",
                 file=sys.stderr,
                 flush=True,
             )
