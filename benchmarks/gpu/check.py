@@ -461,6 +461,12 @@ def run_figures(run: Path) -> dict[str, Any]:
         p: statistics.median(r[f"{p}_time_ms"] for r in steady)
         for p in ("sample", "load", "learn", "update")
     }
+    if all("perf/actor_steps_per_s" in r for r in steady):
+        # decoupled actors: the rate their env steps, forwards and weight pulls alone allow
+        # (the rest of their time goes to copies between the GPU and the rollout slots)
+        out["actor_busy_steps_per_s"] = statistics.median(
+            r["perf/actor_steps_per_s"] for r in steady
+        )
     gpu = {
         "util_percent": _mean(
             [
@@ -531,7 +537,8 @@ def _headline(step: dict[str, Any]) -> str:
             + ", ".join(f"{p} {_fmt(v)}" for p, v in share.items())
             + f"; GPU {_fmt(gpu.get('util_percent'))} % busy, {_fmt(gpu.get('mem_mb_max'))} MiB, "
             f"{_fmt(gpu.get('power_w'))} W, {_fmt(gpu.get('joules_per_iteration'))} J/iteration; "
-            f"precision {f.get('precision')}; learner graphed {_fmt(f.get('learner_graphed'))}"
+            f"precision {f.get('precision')}; learner graphed {_fmt(f.get('learner_graphed'))}; "
+            f"actors' busy rate {_fmt(f.get('actor_busy_steps_per_s'))} steps/s"
         )
     if name in VARIANTS:
         return (

@@ -49,6 +49,7 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     assert sum(phases) == pytest.approx(1.0, abs=0.01)  # the phases add up to the wall time
     # the preset's recorded learner step runs unrecorded on a CPU; eager turns it off
     assert train["learner_graphed"] == 0.0
+    assert train["actor_busy_steps_per_s"] > 0  # the preset's decoupled actors report it
     assert steps["eager"]["figures"]["learner_graphed"] is None
     for name in ("eager", "ppo", "workers4", "threads", "minibatches16", "compiled"):
         variant = steps[name]["figures"]
