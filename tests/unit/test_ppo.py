@@ -185,3 +185,19 @@ def test_annealed_entropy_coefficient_is_the_one_the_loss_uses():
     )
     assert all(torch.equal(a, b) for a, b in zip(half, halved, strict=True))
     assert any(not torch.equal(a, b) for a, b in zip(half, constant, strict=True))
+
+
+def test_explained_variance_is_left_out_while_every_return_is_the_same():
+    # gamma 0 turns every return into its reward: all 1.0, so the explained variance is
+    # undefined and a logged nan would stop a healthy run under nan_policy=raise. Rewards that
+    # differ give it back.
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    algo = PPO(PPOConfig(num_steps=8, num_minibatches=2, gamma=0.0), policy, seed=0)
+    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"))
+    progress = Progress(iteration=0, env_steps=32, fraction_left=1.0)
+    constant = algo.update(_rollout(), step, progress)
+    assert "losses/explained_variance" not in constant
+    assert all(math.isfinite(v) for v in constant.values())
+    varied = dataclasses.replace(_rollout(), rewards_TN=torch.arange(32.0).reshape(8, 4))
+    assert math.isfinite(algo.update(varied, step, progress)["losses/explained_variance"])

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlperf.algos.metrics import explained_variance
+from rlperf.algos.metrics import value_fit
 from rlperf.algos.returns import gae
 from rlperf.config.schema import A3CConfig
 from rlperf.core.checkpoint import load_checkpoint
@@ -222,9 +222,7 @@ class A3C:
         )
         grad_norm = step(loss, cfg.max_grad_norm)
         metrics = {f"losses/{k}": float(v) for k, v in parts.items()}
-        ev = explained_variance(value_TN.detach().reshape(-1), returns_TN.reshape(-1))
-        if ev == ev:  # undefined (nan) while every return of the segment is the same
-            metrics["losses/explained_variance"] = ev
+        metrics.update(value_fit(value_TN.detach().reshape(-1), returns_TN.reshape(-1)))
         metrics["losses/grad_norm"] = grad_norm
         metrics["losses/learning_rate"] = lr
         return metrics

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from rlperf.algos.impala import importance_stats
-from rlperf.algos.metrics import explained_variance
+from rlperf.algos.metrics import value_fit
 from rlperf.algos.returns import vtrace
 from rlperf.algos.surrogate import SurrogateBatch, SurrogateSettings, surrogate_epochs
 from rlperf.config.schema import APPOConfig
@@ -106,7 +106,7 @@ class APPO:
         metrics.update({f"losses/{k}": float(v) for k, v in lag_stats.items()})
         metrics.update(
             {
-                "losses/explained_variance": explained_variance(old_value_B.float(), vs_B),
+                **value_fit(old_value_B.float(), vs_B),
                 "losses/learning_rate": lr,
             }
         )

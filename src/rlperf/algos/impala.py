@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rlperf.algos.metrics import explained_variance
+from rlperf.algos.metrics import value_fit
 from rlperf.algos.returns import vtrace
 from rlperf.config.schema import IMPALAConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
@@ -163,9 +163,7 @@ class IMPALA:
         metrics = {f"losses/{name}": float(v) / k for name, v in totals.items()}
         metrics.update(
             {
-                "losses/explained_variance": explained_variance(
-                    torch.cat(values_seen).float(), torch.cat(targets_seen).float()
-                ),
+                **value_fit(torch.cat(values_seen).float(), torch.cat(targets_seen).float()),
                 "losses/learning_rate": lr,
                 "losses/grad_norm": sum(grad_norms) / len(grad_norms),
                 "losses/minibatches": float(k),

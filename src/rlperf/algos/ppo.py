@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from rlperf.algos.metrics import explained_variance
+from rlperf.algos.metrics import value_fit
 from rlperf.algos.returns import gae
 from rlperf.algos.surrogate import SurrogateBatch, SurrogateSettings, surrogate_epochs
 from rlperf.config.schema import PPOConfig
@@ -106,9 +106,7 @@ class PPO:
             self.base_lr = adapt_learning_rate(self.base_lr, mean_kl, cfg)
         metrics.update(
             {
-                "losses/explained_variance": explained_variance(
-                    values_B.float(), data.returns.float()
-                ),
+                **value_fit(values_B.float(), data.returns.float()),
                 "losses/learning_rate": lr,
                 "losses/ent_coef": ent_coef,
                 "losses/kl_coeff": self.kl_coeff,

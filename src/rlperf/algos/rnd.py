@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from rlperf.algos.impala import importance_stats
-from rlperf.algos.metrics import explained_variance
+from rlperf.algos.metrics import value_fit
 from rlperf.algos.returns import gae, vtrace
 from rlperf.algos.running_stats import DiscountedReturnFilter, RunningMeanStd
 from rlperf.algos.surrogate import (
@@ -176,8 +176,8 @@ class RND:
             metrics.update({f"losses/{k}": float(v) for k, v in stats.items()})
         metrics.update(
             {
-                "losses/explained_variance": explained_variance(old_ext_B, ext_ret_B.float()),
-                "losses/explained_variance_int": explained_variance(old_int_B, int_ret_B.float()),
+                **value_fit(old_ext_B, ext_ret_B.float()),
+                **value_fit(old_int_B, int_ret_B.float(), "losses/explained_variance_int"),
                 "losses/learning_rate": lr,
                 # 004's TensorBoard: rewards per rollout (summed over its T steps, mean over
                 # envs) and the intrinsic reward per step.
