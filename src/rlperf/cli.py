@@ -19,6 +19,7 @@ from rlperf.arguments import ArgumentParser, config_overrides, int_flag
 from rlperf.config.load import (
     apply_dict,
     available_presets,
+    dump_run_config,
     get_key,
     iter_fields,
     load_config_file,
@@ -131,6 +132,12 @@ def _train_parser() -> ArgumentParser:
         help="with --resume: resume from this checkpoint instead of the latest",
     )
     p.add_argument("--no-progress", action="store_true", help="no live console display")
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="check the config and print it as config.yaml would hold it, then exit: nothing "
+        "is trained or written (values left auto are decided when a run starts)",
+    )
     p.add_argument(
         "--nan-policy",
         help="a NaN/inf in a batch, loss or gradient: raise (default; stop and save the "
@@ -286,6 +293,12 @@ def _run_dir_of(path: Path) -> Path:
 
 def cmd_train(argv: Sequence[str]) -> int:
     cfg, args = build_train_config(argv)
+    if args.print_config:
+        from rlperf.resolve import check  # every refusal a run would meet before it starts
+
+        check(cfg)
+        print(dump_run_config(cfg), end="")
+        return 0
     from rlperf.session import TrainingSession, default_run_name  # heavy imports after parsing
 
     if args.resume:

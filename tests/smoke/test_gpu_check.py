@@ -47,14 +47,15 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     assert train["sps_median"] > 0 and train["share_of_env_ceiling"] > 0
     phases = [train["phase_share"][p] for p in ("sample", "load", "learn", "update", "other")]
     assert sum(phases) == pytest.approx(1.0, abs=0.01)  # the phases add up to the wall time
-    # the preset's recorded learner step runs unrecorded on a CPU; eager turns it off
-    assert train["learner_graphed"] == 0.0
+    assert train["learner_graphed"] == 0.0  # the preset's recorded step, unrecorded on a CPU
     assert train["actor_busy_steps_per_s"] > 0  # the preset's decoupled actors report it
-    assert steps["eager"]["figures"]["learner_graphed"] is None
-    for name in ("eager", "ppo", "workers4", "threads", "minibatches16", "compiled"):
-        variant = steps[name]["figures"]
-        assert variant["status"] == "completed" and variant["sps_vs_preset"] > 0, name
+    ppo = steps["ppo"]["figures"]  # the variant a dry run trains: another algorithm and runner
+    assert ppo["status"] == "completed" and ppo["sps_vs_preset"] > 0
     commands = {name: steps[name]["commands"][0] for name in steps}
+    for name in ("eager", "workers4", "threads", "minibatches16", "compiled"):
+        # a CPU cannot tell these apart: their configs pass every check a run would make
+        assert steps[name]["figures"] == {"status": "config checked"}, name
+        assert "--print-config" in commands[name]
     assert (
         "runner.num_workers=4" in commands["workers4"] and "env.num_threads=" in commands["threads"]
     )

@@ -8,9 +8,10 @@ import sys
 
 import pytest
 import torch
+import yaml
 
 from rlperf.cli import build_train_config, main
-from rlperf.config.load import field_docs, load_preset, parse_cpu_list
+from rlperf.config.load import dump_run_config, field_docs, load_preset, parse_cpu_list
 from rlperf.config.schema import PPOConfig, RunConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
@@ -376,3 +377,20 @@ def test_a_frameskip_range_is_for_the_gymnasium_engine_only():
         ConfigError, match=r"env.frameskip_max \(3\) must be at least env.frameskip \(4\)"
     ):
         validate(build_train_config(["env.frameskip_max=3"])[0])
+
+
+def test_print_config_checks_and_prints_the_run_config_without_writing(capsys, tmp_path):
+    argv = ["train", "--preset", "atari-fast", "--env", "ALE/Breakout-v5", "--runs-root",
+            str(tmp_path), "ppo.clip_coef=0.2", "--print-config"]  # fmt: skip
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    printed = yaml.safe_load(out)
+    expected, _ = build_train_config(argv[1:])
+    assert printed["env"]["id"] == "ALE/Breakout-v5" and printed["ppo"]["clip_coef"] == 0.2
+    assert printed == yaml.safe_load(dump_run_config(expected))  # what config.yaml would hold
+    assert "dqn" not in printed  # only the run's own algorithm, as in a run directory
+    assert not any(tmp_path.iterdir())  # nothing trained or written
+    # a combination a run would refuse when it starts is refused here too, as one line
+    code, out, err = run_cli(capsys, *argv, "--runner", "hogwild")
+    assert code == 2 and out == "" and "runner hogwild runs algorithm a3c, not ppo" in err
+    assert not any(tmp_path.iterdir())
