@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from rlperf.config.schema import DQNConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.types import ANY_POLICY_LAG, DataSpec, Progress, Transitions
-from rlperf.models.policy import ActorCritic, OutputHead, network_input
+from rlperf.models.policy import ActorCritic, network_input
 
 LOSS_EMA_ALPHA = 0.98
 """Smoothing of ``losses/avg_loss`` (source 003 smooths the loss as it smooths rewards)."""
@@ -43,7 +43,7 @@ class QNetwork(nn.Module):
     def __init__(self, torso: nn.Module, features: int, num_actions: int) -> None:
         super().__init__()
         self.torso = torso
-        self.q_head = OutputHead(features, num_actions)
+        self.q_head = nn.Linear(features, num_actions)
 
     @classmethod
     def from_actor_critic(cls, policy: ActorCritic) -> QNetwork:

@@ -35,24 +35,6 @@ def network_input(obs: torch.Tensor) -> torch.Tensor:
     return obs.float()
 
 
-class OutputHead(nn.Linear):
-    """A network's output layer (logits, values, Q-values), in float32 even inside an
-    autocast region.
-
-    In bf16 a value near 100 can take only steps of 0.5: a solved CartPole's value head read
-    100.0 for every state and every TD(lambda) return came out the same, and Q-values and
-    logits lose as much. The layer is a few thousand multiply-adds, so float32 costs nothing
-    measurable; its weights keep the names of ``nn.Linear`` (checkpoints and exports
-    unchanged)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        device_type = x.device.type
-        if not torch.is_autocast_enabled(device_type):
-            return super().forward(x)
-        with torch.autocast(device_type, enabled=False):
-            return super().forward(x.float())
-
-
 class ActorCritic(nn.Module):
     """A policy and a value function over discrete actions.
 
@@ -71,8 +53,8 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.policy_torso = policy_torso
         self.value_torso = value_torso
-        self.logits_head = OutputHead(features, num_actions)
-        self.value_head = OutputHead(features, 1)
+        self.logits_head = nn.Linear(features, num_actions)
+        self.value_head = nn.Linear(features, 1)
         orthogonal_init(self.policy_torso, math.sqrt(2))
         if self.value_torso is not None:
             orthogonal_init(self.value_torso, math.sqrt(2))

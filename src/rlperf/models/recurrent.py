@@ -26,7 +26,7 @@ from torch import nn
 
 from rlperf.core.errors import ConfigError
 from rlperf.core.types import Rollout
-from rlperf.models.policy import OutputHead, orthogonal_init
+from rlperf.models.policy import orthogonal_init
 
 State = tuple[torch.Tensor, torch.Tensor]
 """(h, c), each (N, lstm_size)."""
@@ -63,8 +63,8 @@ class RecurrentActorCritic(nn.Module):
             size = h
         self.torso = nn.Sequential(*layers)
         self.lstm = nn.LSTMCell(size, lstm_size)
-        self.logits_head = OutputHead(lstm_size, num_actions)
-        self.value_head = OutputHead(lstm_size, 1)
+        self.logits_head = nn.Linear(lstm_size, num_actions)
+        self.value_head = nn.Linear(lstm_size, 1)
         self.lstm_size = lstm_size
         orthogonal_init(self.torso, math.sqrt(2))
         orthogonal_init(self.logits_head, 0.01)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from rlperf.models.conv import NATURE_CNN
-from rlperf.models.policy import ActorCritic, OutputHead, network_input, orthogonal_init
+from rlperf.models.policy import ActorCritic, network_input, orthogonal_init
 
 EMBEDDING = 512
 """Output size of target and predictor on images (the paper's 512)."""
@@ -105,7 +105,7 @@ class RNDPolicy(ActorCritic):
         rnd_input_shape: tuple[int, ...],
     ) -> None:
         super().__init__(policy_torso, value_torso, features, num_actions)
-        self.int_value_head = OutputHead(features, 1)
+        self.int_value_head = nn.Linear(features, 1)
         orthogonal_init(self.int_value_head, 1.0)
         self.rnd = RNDNetworks(rnd_input_shape)
 
