@@ -250,11 +250,24 @@ def _iterations_to_run(args: argparse.Namespace) -> int:
     (``train_ppo.py`` continued from a checkpoint for another ``--iters``)."""
     n = int_flag("-i/--iters", args.iters)
     assert n is not None
-    if not args.resume:
+    if not args.resume or _starts_over(args):
         return n
     from rlperf.core.checkpoint import checkpoint_counters  # torch: only when resuming
 
     return int(checkpoint_counters(Path(args.checkpoint or args.resume))["iteration"]) + n
+
+
+def _starts_over(args: argparse.Namespace) -> bool:
+    """Whether ``--resume`` names a run that was killed before its first checkpoint: it
+    then trains again from its config.yaml, in its own directory."""
+    from rlperf.core.checkpoint import list_checkpoints
+
+    if args.checkpoint:
+        return False
+    run_dir = _run_dir_of(Path(args.resume))
+    return Path(args.resume).resolve() == run_dir.resolve() and not list_checkpoints(
+        run_dir / "checkpoints"
+    )
 
 
 def _thesis_command(args: argparse.Namespace) -> bool:
@@ -301,24 +314,36 @@ def cmd_train(argv: Sequence[str]) -> int:
         return 0
     from rlperf.session import TrainingSession, default_run_name  # heavy imports after parsing
 
+    resume_from: Path | None = None
+    restart = False
     if args.resume:
         run_dir = _run_dir_of(Path(args.resume))
         # --resume may itself name a checkpoint inside the run; --checkpoint picks one too.
-        resume_from = Path(args.checkpoint or args.resume)
+        checkpoint = Path(args.checkpoint or args.resume)
         if (
-            run_dir.resolve() not in resume_from.resolve().parents
-            and resume_from.resolve() != run_dir.resolve()
+            run_dir.resolve() not in checkpoint.resolve().parents
+            and checkpoint.resolve() != run_dir.resolve()
         ):
-            raise ConfigError(f"checkpoint {resume_from} is not inside the run directory {run_dir}")
+            raise ConfigError(f"checkpoint {checkpoint} is not inside the run directory {run_dir}")
+        restart = _starts_over(args)
+        if restart:
+            print(
+                f"rlperf: {run_dir} has no checkpoint yet (stopped before its first): training "
+                "it again from its config.yaml; what it recorded is kept in superseded/",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            resume_from = checkpoint
     else:
         run_dir = Path(cfg.runs_root) / (cfg.run_name or default_run_name(cfg))
-        resume_from = None
     session = TrainingSession(
         cfg,
         run_dir,
         command=["rlperf", "train", *argv],
         resume_from=resume_from,
         progress=not args.no_progress,
+        restart=restart,
     )
     session.run()
     print(f"run_dir: {run_dir}")

@@ -53,8 +53,9 @@ from rlperf.core.faults import crash_point
 from rlperf.core.learner import Learner
 from rlperf.core.nan_guard import NonFiniteError, NonFiniteGuard, batch_tensors
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
+from rlperf.core.schedule_clock import ScheduleClock
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
-from rlperf.core.types import Progress, budget_fraction_left
+from rlperf.core.types import Progress
 from rlperf.models.catalog import build_model
 from rlperf.telemetry.console import ConsoleView
 from rlperf.telemetry.episodes import EpisodeStats
@@ -137,6 +138,7 @@ class TrainingSession:
         resume_from: Path | None = None,
         progress: bool = True,
         rank: int | None = None,
+        restart: bool = False,
     ) -> None:
         resolve.check(cfg)
         self.run_dir = run_dir
@@ -147,7 +149,15 @@ class TrainingSession:
         self.is_main = rank in (None, 0)
         """The process that writes the run directory (records, checkpoints, manifest)."""
         self.resume_state = load_checkpoint(resume_from) if resume_from is not None else None
-        if rank is None and self.resume_state is None and (run_dir / "metrics.jsonl").exists():
+        self.restart = restart
+        """A resume of a run killed before its first checkpoint: it trains again from the
+        start in its directory, and what it recorded is set aside first."""
+        if (
+            rank is None
+            and self.resume_state is None
+            and not restart
+            and (run_dir / "metrics.jsonl").exists()
+        ):
             raise ConfigError(
                 f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
             )
@@ -158,6 +168,16 @@ class TrainingSession:
         """The resolved, read-only config: what runs, and what config.yaml stores."""
         self.precision_choice: PrecisionChoice | None = resolved.precision_choice
         """What runner.precision=auto chose and measured (None: precision was given)."""
+        stop = self.cfg.stop
+        self.clock = ScheduleClock(
+            stop.anneal_over,
+            total_timesteps=stop.total_timesteps,
+            iterations=stop.iterations,
+            wall_time_s=stop.wall_time_s,
+            warmup_iterations=self.cfg.telemetry.warmup_iterations,
+            anneal_steps=stop.anneal_steps,
+        )
+        """What the schedules count down (a measured step budget lives here and in checkpoints)."""
         self.world_size = self.cfg.runner.num_learners if rank is not None else 1
         self.progress = progress and self.cfg.telemetry.progress and self.is_main
         self.exit_code = 0
@@ -219,6 +239,7 @@ class TrainingSession:
         self.env_steps = int(counters["env_steps"])
         self.time_total_s = float(counters["time_total_s"])
         self.target_reached = counters.get("target_reached")
+        self.clock.load_state_dict(counters.get("schedule", {}))
 
     def _checkpoint_state(self) -> dict[str, Any]:
         return {
@@ -227,6 +248,7 @@ class TrainingSession:
                 "env_steps": self.env_steps,
                 "time_total_s": self.time_total_s,
                 "target_reached": self.target_reached,
+                "schedule": self.clock.state_dict(),
             },
             "episodes": self.stats.state_dict(),
             "algorithm": self.algo.state_dict(),
@@ -251,18 +273,9 @@ class TrainingSession:
         return Progress(self.iteration, env_steps, self._fraction_left(env_steps))
 
     def _fraction_left(self, env_steps: int) -> float:
-        """Share of the schedule's budget still ahead: ``stop.total_timesteps`` (or
-        ``stop.iterations`` when no step budget is set), or the seconds of training left of
-        ``stop.wall_time_s`` when ``stop.anneal_over`` names it.
-
-        The schedule deliberately ignores the other criteria: a run stopped early (by ``-i``,
-        a signal or a target) and resumed later continues the same schedule."""
-        stop = self.cfg.stop
-        if stop.anneal_over == "wall_time_s" and stop.wall_time_s:
-            return max(1.0 - self.time_total_s / stop.wall_time_s, 0.0)
-        return budget_fraction_left(
-            env_steps, self.iteration, stop.total_timesteps, stop.iterations
-        )
+        """Share of the schedule's budget still ahead (``stop.anneal_over``; see
+        :class:`~rlperf.core.schedule_clock.ScheduleClock`)."""
+        return self.clock.fraction_left(env_steps, self.iteration, self.time_total_s)
 
     def _reward_metric(self) -> float | None:
         metric = self.cfg.stop.target_reward_metric
@@ -353,6 +366,7 @@ class TrainingSession:
             precision_auto=self.precision_choice.to_dict() if self.precision_choice else None,
             retained_memory=self.retained_memory,
             gpu_phase_sync=self._phase_sync() is not None,
+            schedule=self.clock.describe(),
         )
 
     # ------------------------------------------------------------------ the loop
@@ -380,11 +394,29 @@ class TrainingSession:
                 f"{f' ({exc.filename})' if exc.filename else ''}{kept}"
             ) from None
 
+    def _aside_dir(self) -> Path:
+        return self.run_dir / "superseded" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+
     def _start_resumed(self) -> None:
         """Continue the records at the checkpoint; a later line of history is set aside."""
-        aside = self.run_dir / "superseded" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        aside = self._aside_dir()
         truncate_records(self.run_dir, self.iteration, removed_to=aside)
         set_aside_newer(Path(self.resume_state["_checkpoint_path"]), aside / "checkpoints")
+
+    def _start_over(self) -> None:
+        """Set aside everything a run killed before its first checkpoint recorded (never
+        deleted), so its second start writes a run directory like a first one."""
+        aside = self._aside_dir()
+        recorded = [
+            p
+            for p in self.run_dir.iterdir()
+            if p.name in ("metrics.jsonl", "progress.csv", "manifest.json")
+            or p.name.startswith("events.out.tfevents.")
+        ]
+        if recorded:
+            aside.mkdir(parents=True)
+        for path in recorded:
+            path.rename(aside / path.name)
 
     def _phase_sync(self) -> Callable[[], None] | None:
         """Synchronize every CUDA device in use at phase boundaries (None without CUDA)."""
@@ -403,6 +435,8 @@ class TrainingSession:
         started = datetime.now(UTC).isoformat()
         self._build()
         main = self.is_main
+        if main and self.restart:
+            self._start_over()
         if main:
             atomic_write_text(self.run_dir / "config.yaml", dump_run_config(self.cfg))
             _write_json(self.run_dir / "manifest.json", self._manifest("running", started))
@@ -425,8 +459,9 @@ class TrainingSession:
         view = ConsoleView(self.progress, title=f"rlperf {self.cfg.algo} on {self.cfg.env.id}")
         status, stop_reason = "running", None
         last_saved = self.iteration
+        saved_at_s = self.time_total_s
         mid_iteration = False
-        every = self.cfg.checkpoint.every
+        every, every_s = self.cfg.checkpoint.every, self.cfg.checkpoint.every_s
         try:
             with _StopSignal() as signals:
                 if monitor is not None:
@@ -455,6 +490,9 @@ class TrainingSession:
                     stop_reason = self._decide_stop(signals.received)
                     times = timer.lap()
                     self.time_total_s = time_before + times["wall"]
+                    budget_fixed = self.clock.observe(
+                        self.iteration, steps, times["wall"], self.env_steps, self.time_total_s
+                    )
                     metrics = {**metrics, **self.runner.worker_metrics(), **self.guard.metrics()}
                     if monitor is not None:
                         metrics = {**metrics, **monitor.collect()}
@@ -463,7 +501,9 @@ class TrainingSession:
                         sink.write(record)
                         crash_point("records.row")
                     view.update(record, self._eta(record))
-                    if main and iter_in_process == 1:  # workers have reported what they got
+                    if main and (iter_in_process == 1 or budget_fixed):
+                        # Workers have reported what they got; or the schedule's step budget
+                        # was just measured: a killed run must still say what it was.
                         self.worker_processes = self.runner.process_resources()
                         _write_json(
                             self.run_dir / "manifest.json", self._manifest("running", started)
@@ -471,10 +511,15 @@ class TrainingSession:
                     # The record goes out before the checkpoint: a kill in between leaves a
                     # row that resume truncates; the other order could lose a row for good.
                     # The checkpoint's time is charged to the next iteration's "other".
-                    if main and ((every and self.iteration % every == 0) or stop_reason):
+                    # By count or by training seconds, whichever comes first: an iteration
+                    # of minutes must not make a kill lose 50 of them.
+                    due = (every and self.iteration % every == 0) or (
+                        every_s and self.time_total_s - saved_at_s >= every_s
+                    )
+                    if main and (due or stop_reason):
                         with timer.phase("checkpoint"):
                             self.save_checkpoint()
-                        last_saved = self.iteration
+                        last_saved, saved_at_s = self.iteration, self.time_total_s
             if signals.received:
                 status = "interrupted"
                 self.exit_code = 128 + signal.Signals[signals.received].value

@@ -76,6 +76,7 @@ class StudyBudget:
                 ("telemetry.warmup_iterations", 0),
                 ("ppo.update_epochs", self.update_epochs),
                 ("checkpoint.every", 0),
+                ("checkpoint.every_s", 0),  # a checkpoint would land in a timed iteration
             ],
             "inference": [("infer.episodes", self.infer_episodes)],
             "backends": [("infer.steps", self.backend_calls)],

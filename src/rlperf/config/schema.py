@@ -24,7 +24,7 @@ Precision = Literal["fp32", "bf16", "auto"]
 Optimizer = Literal["rmsprop", "adam"]
 DqnLoss = Literal["mse", "huber"]
 RewardMetric = Literal["mean100", "ema", "mean100+ema"]
-ScheduleBudget = Literal["total_timesteps", "wall_time_s"]
+ScheduleBudget = Literal["total_timesteps", "wall_time_s", "wall_time_steps"]
 Activation = Literal["relu", "elu", "leaky_relu"]
 NanPolicy = Literal["raise", "skip_update", "warn", "none"]
 
@@ -485,7 +485,9 @@ class StopConfig(Section):
     target_reward_metric: RewardMetric = "mean100"
     """Reward criterion: mean100 (mean of the last 100 true episodes), ema (003's moving average, alpha 0.98) or mean100+ema (both reach the target)."""
     anneal_over: ScheduleBudget = "total_timesteps"
-    """The budget that linear schedules (anneal_lr, anneal_ent_coef) run down: total_timesteps (CleanRL; stop.iterations when no step budget is set) or wall_time_s (seconds of training), so that a run given a deadline ends its schedule at the deadline on any machine."""
+    """The budget that linear schedules (anneal_lr, anneal_ent_coef) run down: total_timesteps (CleanRL; stop.iterations when no step budget is set), wall_time_s (seconds of training: the schedule ends at the deadline on any machine, but no run replays) or wall_time_steps (the env steps stop.wall_time_s buys at the rate measured over the first iterations, held at the start value meanwhile; recorded in the manifest, replayable with stop.anneal_steps)."""
+    anneal_steps: int | None = None
+    """With anneal_over=wall_time_steps: the env steps the schedules run down over, instead of measuring them; give a run's manifest schedule.anneal_steps to replay it step for step."""
 
 
 @dataclass
@@ -493,7 +495,9 @@ class CheckpointConfig(Section):
     """Checkpoints: atomic, safetensors + JSON, the last few kept."""
 
     every: int = 50
-    """Write a checkpoint every this many iterations (and always at the end); 0 = only at the end."""
+    """Write a checkpoint every this many iterations (and always at the end); 0 = none by count."""
+    every_s: float = 120.0
+    """Also write one once this many seconds of training passed since the last, whichever of the two comes first, so a kill loses at most about this much of a run with long iterations; 0 = none by time."""
     keep: int = 3
     """Number of most recent checkpoints kept on disk."""
 

@@ -75,6 +75,7 @@ def validate(cfg: RunConfig) -> None:
         ("stop.wall_time_s", stop.wall_time_s),
         ("telemetry.sysmon_interval_s", cfg.telemetry.sysmon_interval_s),
         ("checkpoint.keep", cfg.checkpoint.keep),
+        ("stop.anneal_steps", stop.anneal_steps),
     ]:
         _positive(key, value)
     for key, value in [
@@ -83,6 +84,7 @@ def validate(cfg: RunConfig) -> None:
         ("ppo.vf_coef", ppo.vf_coef),
         ("ppo.kl_coeff", ppo.kl_coeff),
         ("checkpoint.every", cfg.checkpoint.every),
+        ("checkpoint.every_s", cfg.checkpoint.every_s),
         ("telemetry.warmup_iterations", cfg.telemetry.warmup_iterations),
         ("runner.max_worker_restarts", runner.max_worker_restarts),
     ]:
@@ -158,6 +160,21 @@ def validate(cfg: RunConfig) -> None:
     if stop.anneal_over == "wall_time_s" and not stop.wall_time_s:
         raise ConfigError(
             "stop.anneal_over=wall_time_s needs stop.wall_time_s (the seconds the schedules run down)"
+        )
+    if stop.anneal_over == "wall_time_steps" and not (stop.wall_time_s or stop.anneal_steps):
+        raise ConfigError(
+            "stop.anneal_over=wall_time_steps needs stop.wall_time_s (the seconds whose env steps "
+            "the schedules run down) or stop.anneal_steps (those env steps, given)"
+        )
+    if stop.anneal_over == "wall_time_steps" and not stop.anneal_steps and runner.num_learners > 1:
+        raise ConfigError(
+            "stop.anneal_over=wall_time_steps measures one learner's rate; with "
+            "runner.num_learners > 1 give the budget as stop.anneal_steps"
+        )
+    if stop.anneal_steps is not None and stop.anneal_over != "wall_time_steps":
+        raise ConfigError(
+            f"stop.anneal_steps is read only with stop.anneal_over=wall_time_steps, not "
+            f"{stop.anneal_over}; for a fixed step budget use stop.total_timesteps"
         )
 
 

@@ -171,19 +171,6 @@ class WorkerUpdates:
     """Gradient steps (segments) the workers applied in this iteration."""
 
 
-def budget_fraction_left(
-    env_steps: int, iteration: int, total_timesteps: int | None, iterations: int | None
-) -> float:
-    """Share of the run's budget still ahead, for annealing schedules: ``total_timesteps``,
-    or ``iterations`` when no step budget is set; 1.0 without either (wall time and target
-    rewards are not predictable)."""
-    if total_timesteps:
-        return max(1.0 - env_steps / total_timesteps, 0.0)
-    if iterations:
-        return max(1.0 - iteration / iterations, 0.0)
-    return 1.0
-
-
 @dataclass(frozen=True)
 class Progress:
     """Where the run stands, for schedules (learning-rate annealing and the like)."""

@@ -217,6 +217,7 @@ def run_tune(
         "stop.iterations": None,
         "stop.target_reward": None,
         "checkpoint.every": 0,
+        "checkpoint.every_s": 0,
         "telemetry.tensorboard": False,
     }
     results: dict[str, tuple[Candidate, float | None]] = {}

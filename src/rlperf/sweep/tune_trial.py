@@ -100,12 +100,15 @@ def trial_base_config(
         apply_dict(cfg, load_preset(preset), f"preset {preset}")
     for key, value in base_keys.items():
         set_key(cfg, key, value)
-    if cfg.stop.anneal_over == "wall_time_s":
+    if cfg.stop.anneal_over == "wall_time_s" or (
+        cfg.stop.anneal_over == "wall_time_steps" and cfg.stop.anneal_steps is None
+    ):
         # Each segment resumes with its rung as stop.wall_time_s: a schedule over it would
-        # end at every rung and jump back up at the next.
+        # end at every rung and jump back up at the next (or be measured against the first).
         raise ConfigError(
             "rlperf tune trains a trial in segments of growing stop.wall_time_s, which "
-            "stop.anneal_over=wall_time_s would restart at each; add stop.anneal_over=total_timesteps"
+            f"stop.anneal_over={cfg.stop.anneal_over} would tie to the first; add "
+            "stop.anneal_over=total_timesteps (or stop.anneal_steps=N)"
         )
     set_key(cfg, "stop.target_reward", target)
     set_key(cfg, "stop.wall_time_s", None)  # each segment sets its rung

@@ -34,6 +34,7 @@ def run_manifest(
     precision_auto: dict[str, Any] | None,
     retained_memory: Any,
     gpu_phase_sync: bool,
+    schedule: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a run in ``status`` (running, completed, interrupted, failed)."""
     runner = cfg.runner
@@ -55,6 +56,7 @@ def run_manifest(
         "iteration": iteration,
         "env_steps": env_steps,
         "time_total_s": time_total_s,
+        "schedule": schedule,
         "git_sha": system.git_sha(PACKAGE_DIR),
         "versions": system.package_versions(),
         "cpu": system.cpu_info(),

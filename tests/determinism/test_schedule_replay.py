@@ -1,0 +1,54 @@
+"""A run whose schedules follow env steps replays: the step budget that
+stop.anneal_over=wall_time_steps measured, given back as stop.anneal_steps, gives the same
+run update for update."""
+
+import json
+
+import torch
+
+from rlperf.core.schedule_clock import RATE_ITERATIONS
+from tests.conftest import read_metrics, rlperf_subprocess
+from tests.determinism.test_resume import COMMON, _weights
+
+HELD = 1 + RATE_ITERATIONS  # the warm-up iteration and the rate iterations
+ITERATIONS = HELD + 4
+
+
+def _train(runs_root, name, *extra):
+    done = rlperf_subprocess(
+        "train",
+        "--preset",
+        "cartpole",
+        *COMMON,
+        "--runs-root",
+        str(runs_root),
+        "-s",
+        name,
+        "-i",
+        str(ITERATIONS),
+        "stop.wall_time_s=600",
+        "stop.anneal_over=wall_time_steps",
+        *extra,
+    )
+    assert done.returncode == 0, done.stderr
+    return runs_root / name
+
+
+def test_a_measured_step_budget_replays_the_run(runs_root):
+    measured = _train(runs_root, "measured")
+    schedule = json.loads((measured / "manifest.json").read_text())["schedule"]
+    assert schedule["anneal_steps_from"] == "measured" and schedule["measured_sps"] > 0
+    budget = schedule["anneal_steps"]
+    assert schedule["replay_with"] == f"stop.anneal_steps={budget}"
+
+    replay = _train(runs_root, "replay", f"stop.anneal_steps={budget}")
+    assert json.loads((replay / "manifest.json").read_text())["schedule"]["anneal_steps"] == budget
+
+    a, b = read_metrics(measured), read_metrics(replay)
+    rates = [r["losses/learning_rate"] for r in a]
+    assert len(set(rates[:HELD])) == 1  # held while the rate was measured
+    assert rates[HELD] < rates[0] and rates[-1] < rates[HELD]  # then annealed over env steps
+    for key in ("losses/learning_rate", "losses/policy_loss", "losses/value_loss"):
+        assert [r[key] for r in a] == [r[key] for r in b], key
+    wa, wb = _weights(measured), _weights(replay)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
