@@ -9,8 +9,13 @@ once, each pinned to its own ``cores // N`` CPUs. The bench ends in a report who
 section scores every run the same way and aggregates the scores with rliable
 (``report/bench_section.py``).
 
+``--target R`` also gives every run ``stop.target_reward=R``: a run stops when its preset's
+own criterion (``stop.target_reward_metric``) reaches R, or at its budget, which stays the
+cap. The report then adds the time to the target per preset and game.
+
 The output directory is a sweep directory plus ``bench.json`` (presets, games, seeds,
-budget, the command, and which point is which run), which is how a report recognises it.
+budget, target, the command, and which point is which run), which is how a report
+recognises it.
 """
 
 from __future__ import annotations
@@ -39,8 +44,17 @@ SUITES: dict[str, tuple[str, ...]] = {
         "ALE/Qbert-v5",
     ),
 }
-RESERVED_KEYS = ("env.id", "seed", "stop.wall_time_s", "run_name", "runs_root")
-"""Config keys the bench sets per run: an override of one would make the runs the same."""
+RESERVED_KEYS = (
+    "env.id",
+    "seed",
+    "stop.wall_time_s",
+    "stop.target_reward",
+    "run_name",
+    "runs_root",
+)
+"""Config keys the bench sets per run: an override of one would make the runs the same, or
+(``stop.target_reward``, which only ``--target`` sets) stop them early without bench.json,
+and so the report, knowing it."""
 START_ALLOWANCE_S = 300.0
 """Seconds a run may take beyond its budget (start-up, precision timing, last checkpoint)
 before it is stopped as timed out."""
@@ -60,6 +74,8 @@ class BenchPlan:
     seeds: list[int]
     budget_s: float
     parallel: int = 1
+    target: float | None = None
+    """``--target``: every run's ``stop.target_reward`` (None: runs train to the budget)."""
 
     def points(self) -> dict[str, dict[str, Any]]:
         """Point name -> {preset, game, seed}, seeds outermost: after each round of seeds
@@ -82,7 +98,7 @@ class BenchPlan:
             description=f"bench {self.name}: {', '.join(self.presets)} on {self.suite}, "
             f"{len(self.seeds)} seed(s), {self.budget_s / 60:g} min each",
             command="train",
-            base={"stop.wall_time_s": self.budget_s},
+            base=self.base(),
             points=[
                 {"name": name, "preset": p["preset"], "env.id": p["game"], "seed": p["seed"]}
                 for name, p in self.points().items()
@@ -90,6 +106,21 @@ class BenchPlan:
             timeout_s=self.budget_s * 1.25 + START_ALLOWANCE_S,
             retries=1,
         )
+
+    def base(self) -> dict[str, Any]:
+        """The keys every run gets: the budget, and the target when there is one (the
+        preset's ``stop.target_reward_metric`` is left alone: it is part of the recipe)."""
+        base: dict[str, Any] = {"stop.wall_time_s": self.budget_s}
+        if self.target is not None:
+            base["stop.target_reward"] = self.target
+        return base
+
+    def describe(self) -> str:
+        """The budget (and target) of every run, for the console."""
+        text = f"{self.budget_s / 60:g} min"
+        if self.target is not None:
+            text += f" or to target {self.target:g} (each preset's stop.target_reward_metric)"
+        return text
 
     def record(self, command: str) -> dict[str, Any]:
         """``bench.json``'s contents."""
@@ -101,6 +132,7 @@ class BenchPlan:
             "games": self.games,
             "seeds": self.seeds,
             "budget_s": self.budget_s,
+            "target": self.target,
             "parallel": self.parallel,
             "points": self.points(),
         }
@@ -149,20 +181,44 @@ def _parser() -> ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"suites: {', '.join(f'{k} ({len(v)} games)' for k, v in SUITES.items())}, or a "
         "comma list of env ids\n"
-        "KEY=VALUE overrides apply to every run (not env.id, seed, stop.wall_time_s).\n"
+        "KEY=VALUE overrides apply to every run (not env.id, seed, stop.wall_time_s, "
+        "stop.target_reward).\n"
         "example: rlperf bench --presets atari-fast,cleanrl-atari --suite atari5 --seeds 3 "
-        "--minutes 10",
+        "--minutes 10\n"
+        "time to target: rlperf bench --presets atari-fast --suite ALE/Pong-v5 --seeds 8 "
+        "--minutes 15 --target 17",
         allow_abbrev=False,
     )
     p.add_argument("--presets", required=True, metavar="LIST", help="presets or .yaml files")
     p.add_argument("--suite", required=True, metavar="SUITE", help="a suite name or env ids")
     p.add_argument("--seeds", default="3", metavar="N", help="seeds 1..N per game (default 3)")
     p.add_argument("--minutes", required=True, metavar="M", help="training minutes per run")
+    p.add_argument(
+        "--target",
+        metavar="R",
+        help="also stop each run when its preset's stop.target_reward_metric reaches R "
+        "(--minutes stays the cap); the report adds the time to target",
+    )
     p.add_argument("--parallel", default="1", metavar="N", help="runs at once (default 1)")
     p.add_argument("-o", "--output", metavar="DIR", help="bench directory (runs/bench/NAME)")
     p.add_argument("--report", metavar="DIR", help="report directory (reports/bench/NAME)")
     p.add_argument("--list", action="store_true", help="print the runs and exit")
     return p
+
+
+def target_flag(text: str | None) -> float | None:
+    """``--target``'s value: any finite number (a return may be negative: Pong's is -21 to
+    21); None stays None; a one-line UserInputError otherwise."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserInputError(f"--target must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        # nan and inf are never reached and -inf at once: none of them is a target
+        raise UserInputError(f"--target must be a finite number, got {text!r}")
+    return value
 
 
 def plan_from_args(args: argparse.Namespace) -> BenchPlan:
@@ -175,11 +231,23 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         raise UserInputError(f"--minutes must be a finite number, got {args.minutes!r}")
     seeds = int_flag("--seeds", args.seeds) or 1
     parallel = int_flag("--parallel", args.parallel) or 1
+    target = target_flag(args.target)
     CpuShares.check(parallel)
     suite = args.suite if args.suite in SUITES else "games"
     name = _label(f"{suite}__{'+'.join(_label(p) for p in presets)}")
+    if target is not None:
+        # Runs that stop at a target are another experiment than runs to the budget: by
+        # default they go to their own directory, not into (and refused by) the other one.
+        name = _label(f"{name}__target{target:g}")
     return BenchPlan(
-        name, presets, args.suite, games, list(range(1, seeds + 1)), minutes * 60, parallel
+        name,
+        presets,
+        args.suite,
+        games,
+        list(range(1, seeds + 1)),
+        minutes * 60,
+        parallel,
+        target,
     )
 
 
@@ -198,8 +266,8 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     for key, _ in overrides:
         if key.replace("-", "_") in RESERVED_KEYS:
             raise UserInputError(
-                f"{key} is set by the bench for each run (--suite, --seeds, --minutes); "
-                "it cannot be overridden"
+                f"{key} is set by the bench for each run (--suite, --seeds, --minutes, "
+                "--target); it cannot be overridden"
             )
     plan = plan_from_args(args)
     spec = plan.spec()
@@ -208,7 +276,7 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     out = Path(args.output) if args.output else DEFAULT_RUNS / plan.name
     report = Path(args.report) if args.report else DEFAULT_REPORTS / plan.name
     if args.list:
-        say(f"bench {plan.name}: {len(points)} run(s) of {plan.budget_s / 60:g} min -> {out}")
+        say(f"bench {plan.name}: {len(points)} run(s) of {plan.describe()} -> {out}")
         for name, state in listed_states(points, out).items():
             say(f"  {name}: {state}")
         return 0
@@ -219,7 +287,7 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / BENCH_FILE, json.dumps(plan.record(command), indent=2) + "\n")
     say(
-        f"bench {plan.name}: {len(points)} run(s) of {plan.budget_s / 60:g} min, "
+        f"bench {plan.name}: {len(points)} run(s) of {plan.describe()}, "
         f"{plan.parallel} at a time -> {out} ({machine.describe()})"
     )
     result = run_sweep(spec, points, out, overrides=overrides, say=say, parallel=plan.parallel)
@@ -229,5 +297,18 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     failed = result.count("failed")
     if failed:
         say(f"bench {plan.name}: {failed} run(s) failed; the report shows which and why")
+    if plan.target is not None:
+        for line in _target_lines(out):
+            say(line)
     say(f"report: {built.index}")
     return result.exit_code
+
+
+def _target_lines(out: Path) -> list[str]:
+    """The time to target of each preset and game, one console line each, read back from the
+    bench directory the way the report reads it (so the two always agree)."""
+    from rlperf.report.bench_target_section import target_console_lines
+    from rlperf.report.load import collect
+
+    col = collect([out])
+    return [line for bench in col.benches for line in target_console_lines(bench, col)]

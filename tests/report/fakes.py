@@ -88,3 +88,66 @@ def write_run(run: RunData, root: Path) -> Path:
     (path / "manifest.json").write_text(json.dumps(run.manifest))
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.records))
     return path
+
+
+def fake_bench_run(
+    label: str,
+    *,
+    env_id: str,
+    env_steps: int,
+    seconds: float,
+    rewards: list[float],
+    target: float,
+    target_reached: dict | None,
+    started_utc: str | None = None,
+    ended_utc: str | None = None,
+) -> RunData:
+    """A completed run of a fake ``rlperf bench --target``: its records climb to
+    ``env_steps`` and ``seconds`` (the last record's ``episode_reward_mean`` is
+    ``rewards[-1]``), its manifest holds ``target_reached`` as a training session writes it
+    (None: it stopped at its cap)."""
+    run = fake_run(
+        label,
+        sps=[1000.0] * len(rewards),
+        phases={"sample": 60.0, "learn": 30.0},
+        rewards=list(rewards),
+        env_id=env_id,
+    )
+    n = len(run.records)
+    for i, r in enumerate(run.records, 1):
+        r["timesteps_total"] = env_steps * i // n
+        r["time_total_s"] = seconds * i / n
+        r["episodes_total"] = 60 * i
+        r["episode_reward_ema"] = r["episode_reward_mean"]
+    run.config["stop"] = {"target_reward": target, "target_reward_metric": "mean100+ema"}
+    run.manifest.update(
+        stop_reason="target_reward" if target_reached else "wall_time_s",
+        target_reached=target_reached,
+        started_utc=started_utc,
+        ended_utc=ended_utc,
+        env_steps=env_steps,
+        time_total_s=seconds,
+    )
+    return run
+
+
+def write_fake_bench(
+    path: Path, spec: dict, points: dict[str, tuple[str, RunData | None, dict]]
+) -> Path:
+    """A fake bench directory as ``rlperf bench`` leaves one: ``bench.json`` (``spec``, plus
+    the points), ``sweep.jsonl`` and ``runs/<point>/``. ``points``: point name -> (its
+    final ledger status, its run or None, extra fields of that ledger record)."""
+    path.mkdir(parents=True)
+    lines = []
+    for name, (status, run, extra) in points.items():
+        lines.append({"time": "2026-01-01T00:00:00+00:00", "point": name, "status": "running"})
+        record = {"run_dir": f"runs/{name}", **extra}
+        lines.append(
+            {"time": "2026-01-01T00:10:00+00:00", "point": name, "status": status, **record}
+        )
+        if run is not None:
+            run.label = name
+            write_run(run, path / "runs")
+    (path / "sweep.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (path / "bench.json").write_text(json.dumps(spec))
+    return path

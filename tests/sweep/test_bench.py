@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from rlperf.arguments import config_overrides
+from rlperf.bench import _parser, plan_from_args
 from rlperf.cli import main
 from rlperf.sweep.ledger import Ledger
+from rlperf.sweep.machine import Machine
+from rlperf.sweep.plan import plan_points
 from tests.conftest import rlperf_subprocess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,6 +150,11 @@ def test_killed_bench_resumes_without_rerunning_and_reports(
         (["--parallel", "999"], "--parallel 999 needs at least 999 CPUs"),
         (["--minutes", "0"], "--minutes must be a positive number"),
         (["--presets", "cartpole,no-such-preset"], "unknown preset 'no-such-preset'"),
+        (["stop.target_reward=5"], "stop.target_reward is set by the bench"),
+        (["--stop.target_reward", "5", "--target", "5"], "stop.target_reward is set by the bench"),
+        (["--target", "nan"], "--target must be a finite number, got 'nan'"),
+        (["--target=-inf"], "--target must be a finite number, got '-inf'"),
+        (["--target", "seventeen"], "--target must be a number, got 'seventeen'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -161,6 +170,33 @@ def test_bad_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err.strip()
     assert err.startswith("rlperf: error: ") and message in err and "\n" not in err
     assert not (tmp_path / "bench").exists()  # nothing ran, nothing was written
+
+
+def test_target_stops_every_run_at_it_with_its_presets_own_criterion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _bench_args(tmp_path, "--target", "-5")  # a return may be negative
+    args[args.index("--presets") + 1] = "cartpole,dqn-cartpole"  # dqn-cartpole: 150 on its EMA
+    parsed, rest = _parser().parse_known_args(args[1:])
+    plan = plan_from_args(parsed)
+    assert plan.target == -5.0 and plan.name == "games__cartpole+dqn-cartpole__target-5"
+    assert plan.record("rlperf bench ...")["target"] == -5.0  # bench.json: what the report reads
+    points = plan_points(plan.spec(), config_overrides(rest), Machine.detect())
+    criteria = {p.name.split("__")[0]: p.cfg.stop.target_reward_metric for p in points}
+    assert criteria == {"cartpole": "mean100", "dqn-cartpole": "ema"}  # each preset's own
+    for point in points:
+        assert point.cfg.stop.target_reward == -5.0  # not dqn-cartpole's own 150
+        assert point.cfg.stop.wall_time_s == pytest.approx(2.4)  # the budget stays the cap
+
+    assert main([*args, "--list"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "run(s) of 0.04 min or to target -5 (each preset's stop.target_reward_metric)" in head
+    assert not (tmp_path / "bench").exists()  # --list writes nothing
+
+    untargeted, _ = _parser().parse_known_args(_bench_args(tmp_path)[1:])
+    plain = plan_from_args(untargeted)
+    assert plain.target is None and plain.record("x")["target"] is None
+    assert "stop.target_reward" not in plain.spec().base
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs for 2 shares")

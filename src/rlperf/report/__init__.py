@@ -14,5 +14,8 @@ machine, later, from copied directories. One module per concept:
 * :mod:`~rlperf.report.bench_scores`, :mod:`~rlperf.report.bench_stats`,
   :mod:`~rlperf.report.bench_section`, :mod:`~rlperf.report.bench_plots`: the benchmark
   section (``rlperf bench``): the score of a run, rliable's aggregates, the section, its figures;
+* :mod:`~rlperf.report.bench_target`, :mod:`~rlperf.report.bench_target_section`: a bench's
+  time to target (``rlperf bench --target``): each seed's, the median over seeds with its
+  interval, and its section;
 * :mod:`~rlperf.report.browser`: opening the page in headless Chromium to check it.
 """

@@ -4,6 +4,9 @@ The seeds of a preset are drawn as one line and a band: each seed's curve is int
 onto a common x grid over the range every seed covers, the line is their mean and the band
 their minimum to maximum (with 2-5 seeds the range hides nothing, where a standard
 deviation would pretend to a distribution).
+
+The time to target draws every seed as a point (a miss hollow, at its cap) beside the
+median and its interval: with 2-10 seeds the points themselves are the distribution.
 """
 
 from __future__ import annotations
@@ -16,8 +19,12 @@ import numpy as np
 from rlperf.report.plots import _figure, _save
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
     from rlperf.report.bench_section import BenchCell
     from rlperf.report.bench_stats import Aggregates
+    from rlperf.report.bench_target import CensoredMedian, TargetSummary
 
 GRID_POINTS = 200
 X_AXES = (
@@ -122,3 +129,103 @@ def profiles(agg: Aggregates, kind: str, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+TARGET_PANELS = (
+    ("env_steps", "env steps to target"),
+    ("seconds", "training seconds to target"),
+)
+SEED_ROW = (-0.38, -0.02)
+"""Where a preset's seeds are spread in its row (above its median; equal times stay apart)."""
+MEDIAN_ROW = 0.22
+"""Where a preset's median and interval are drawn in its row, below its seeds."""
+
+
+def _median_mark(ax: Axes, y: float, m: CensoredMedian, color: str) -> None:
+    """The median as a black bar with its interval as a band; a median beyond the cap as a
+    black arrowhead at the (lower-bound) median, labelled."""
+    if m.beyond_cap:  # half or more missed: the median is a cap, not a time
+        ax.plot([m.value], [y], ">", color="black", markersize=8)
+        ax.annotate(
+            "median > cap",
+            xy=(m.value, y),
+            xytext=(-8, 0),
+            textcoords="offset points",
+            ha="right",
+            va="center",
+            fontsize=8,
+        )
+        return
+    if m.low is not None and m.high is not None:
+        ax.plot(
+            [m.low, m.high], [y, y], color=color, linewidth=8, alpha=0.35, solid_capstyle="butt"
+        )
+    ax.plot([m.value], [y], "|", color="black", markersize=14, markeredgewidth=2)
+
+
+def _target_legend(fig: Figure) -> None:
+    """The figure's key, below its panels: markers and lines are the same in every panel."""
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], marker="o", linestyle="none", color="grey", label="seed: reached"),
+        Line2D(
+            [],
+            [],
+            marker=">",
+            linestyle="none",
+            markerfacecolor="none",
+            color="grey",
+            label="seed: not reached (drawn at its cap)",
+        ),
+        Line2D([], [], marker="|", linestyle="none", color="black", markersize=12, label="median"),
+        Line2D([], [], color="grey", linewidth=8, alpha=0.35, label="95 % CI of the median"),
+        Line2D([], [], color="grey", linestyle="--", label="budget (the cap)"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8)
+
+
+def time_to_target(
+    summaries: list[TargetSummary], target: float, budget_s: float, path: Path
+) -> Path:
+    """The figure of :func:`time_to_target_figure`, saved to ``path``."""
+    return _save(time_to_target_figure(summaries, target, budget_s), path)
+
+
+def time_to_target_figure(summaries: list[TargetSummary], target: float, budget_s: float) -> Figure:
+    """Per game (a row): each seed's env steps and training seconds to the target, per
+    preset, with the median over seeds and its 95 % interval."""
+    games = list(dict.fromkeys(s.game for s in summaries))
+    presets = list(dict.fromkeys(s.preset for s in summaries))
+    colors = {p: f"C{i % 10}" for i, p in enumerate(presets)}
+    fig = _figure(12, max(2.2, 0.75 * len(presets) + 1.2) * len(games) + 0.6)
+    axes = fig.subplots(len(games), len(TARGET_PANELS), squeeze=False)
+    for row, game in enumerate(games):
+        mine = {s.preset: s for s in summaries if s.game == game}
+        for col, (attr, label) in enumerate(TARGET_PANELS):
+            ax = axes[row][col]
+            for y, preset in enumerate(presets):
+                s = mine.get(preset)
+                if s is None:
+                    continue
+                color = colors[preset]
+                seeds = list(s.seeds.values())
+                offsets = np.linspace(*SEED_ROW, len(seeds)) if len(seeds) > 1 else [-0.2]
+                for dy, seed in zip(offsets, seeds, strict=True):
+                    x = float(getattr(seed, attr))
+                    if seed.reached:
+                        ax.plot([x], [y + dy], "o", color=color, markersize=6)
+                    else:  # a lower bound: hollow, pointing past its cap
+                        ax.plot([x], [y + dy], ">", markerfacecolor="none", color=color, ms=8)
+                _median_mark(ax, y + MEDIAN_ROW, getattr(s, attr), color)
+            if attr == "seconds" and budget_s > 0:
+                ax.axvline(budget_s, color="grey", linestyle="--", linewidth=1)
+            ax.set_yticks(range(len(presets)), presets)
+            ax.set_ylim(len(presets) - 0.5, -0.5)  # first preset on top, as in the tables
+            ax.set_title(f"{game}: target {target:g}", fontsize=10)
+            ax.set_xlabel(label)
+            ax.set_xlim(left=0)
+            ax.margins(x=0.05)
+            ax.grid(axis="x", alpha=0.3)
+    _target_legend(fig)
+    return fig

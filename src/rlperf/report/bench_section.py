@@ -9,6 +9,9 @@ of the bench has a reference, the raw scores are aggregated instead and the sect
 so (raw scores of different games are on different scales: only a one-game bench's raw
 aggregates compare like with like). A preset is aggregated over its seeds that scored on
 every aggregated game; the seeds left out and why are listed.
+
+A bench run with ``--target R`` gets a second section, the time to the target
+(:mod:`~rlperf.report.bench_target_section`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ per configuration (4.3); then what the thesis did not have: throughput against w
 envs with the knee marked, speed-ups against a baseline, learning curves against env steps
 and wall-clock time, time to a target reward, energy per million frames; the inference
 latency table (Table 4.1's shape) with fidelity columns; and a diagnosis per configuration.
-A benchmark (``rlperf bench``) adds its section: scores per game, rliable's aggregates.
+A benchmark (``rlperf bench``) adds its section: scores per game, rliable's aggregates
+(and with ``--target``, the time to the target per preset and game).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from rlperf.report.analysis import (
     speedups,
     time_to_target,
 )
-from rlperf.report.bench_section import bench_section
+from rlperf.report.bench_target_section import bench_sections
 from rlperf.report.diagnose import diagnose
 from rlperf.report.load import Collection, InferenceData, RunData, collect
 from rlperf.report.render import FigureBlock, Section, render_page
@@ -151,7 +152,7 @@ def build_report(
         status.tables = tables(sweep_table(col))
         sections.append(status)
     for bench in col.benches:
-        sections.append(bench_section(bench, col, figure, tables))
+        sections += bench_sections(bench, col, figure, tables)
     if summaries:
         phases = Section("phases", "Time per phase")
         phases.paragraphs.append(

@@ -1,0 +1,99 @@
+"""Where each run's climb to a solved Pong was fast or slow, from its records alone.
+
+For every run directory under the given paths (a bench directory, a run directory, or a
+folder of either): the env steps at which the mean of the last 100 games first reached
+each level, and what the learner did during the climb from 0 to 17 (the learning rate and
+entropy bonus at the start of the climb; the mean approximate KL, clip fraction, explained
+variance, value loss and policy entropy over it). One Markdown table, one row a run:
+
+    python benchmarks/pong_climb.py runs/bench/pong-steps3.6M
+
+The levels and the climb's window are flags. Reads metrics.jsonl and manifest.json only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+CLIMB_KEYS = {
+    "kl": "losses/approx_kl",
+    "clipfrac": "losses/clipfrac",
+    "expl_var": "losses/explained_variance",
+    "v_loss": "losses/value_loss",
+    "entropy": "losses/entropy",
+}
+
+
+def run_dirs(paths: list[Path]) -> list[Path]:
+    """Every run directory (one holding metrics.jsonl) under ``paths``, sorted by name."""
+    found = {
+        m.parent for p in paths for m in [*p.glob("metrics.jsonl"), *p.rglob("*/metrics.jsonl")]
+    }
+    return sorted(d for d in found if "superseded" not in d.parts)
+
+
+def first_reaching(records: list[dict], level: float) -> dict | None:
+    """The first record whose mean of 100 games is at ``level`` or above."""
+    for r in records:
+        mean = r.get("episode_reward_mean")
+        if mean is not None and r.get("episodes_total", 0) >= 100 and mean >= level:
+            return r
+    return None
+
+
+def climb(records: list[dict], start: float, end: float) -> dict[str, float | None]:
+    """The learner's figures over the climb from ``start`` to ``end`` (or to the last record)."""
+    first = first_reaching(records, start)
+    if first is None:
+        return {}
+    last = first_reaching(records, end) or records[-1]
+    window = [r for r in records if first["iteration"] <= r["iteration"] <= last["iteration"]]
+    out: dict[str, float | None] = {
+        "lr": first.get("losses/learning_rate"),
+        "ent_coef": first.get("losses/ent_coef"),
+    }
+    for name, key in CLIMB_KEYS.items():
+        values = [r[key] for r in window if isinstance(r.get(key), int | float)]
+        out[name] = statistics.fmean(values) if values else None
+    return out
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("--levels", default="-15,0,10,15,17", help="mean-of-100 levels (comma list)")
+    p.add_argument("--climb", default="0,17", help="the climb's window: from,to levels")
+    args = p.parse_args()
+    levels = [float(x) for x in args.levels.split(",")]
+    start, end = (float(x) for x in args.climb.split(","))
+    head = ["run", *(f"{lv:g}" for lv in levels), "lr", "ent_coef", *CLIMB_KEYS, "ended"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
+    for run in run_dirs(args.paths):
+        records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        if not records:
+            continue
+        steps = [first_reaching(records, lv) for lv in levels]
+        figures = climb(records, start, end)
+        manifest = json.loads((run / "manifest.json").read_text())
+        ended = f"{manifest.get('stop_reason')} at {records[-1]['timesteps_total'] / 1e3:,.0f} k"
+        cells = [
+            run.name,
+            *("-" if r is None else f"{r['timesteps_total'] / 1e3:,.0f} k" for r in steps),
+            fmt(figures.get("lr")),
+            fmt(figures.get("ent_coef")),
+            *(fmt(figures.get(k)) for k in CLIMB_KEYS),
+            ended,
+        ]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
