@@ -18,7 +18,6 @@ Three clocks, chosen by ``stop.anneal_over``:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,15 +114,13 @@ class ScheduleClock:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue the checkpoint's schedule; a budget given in the config wins (it is
-        checked to match by the caller's config rules, not here)."""
+        """Continue the checkpoint's schedule; a budget given in the config wins (a resume
+        may set stop.anneal_steps on purpose)."""
         if not self.given and state.get("anneal_steps") is not None:
             self.anneal_steps = int(state["anneal_steps"])
         self.measured_steps = int(state.get("measured_steps", 0))
         self.measured_seconds = float(state.get("measured_seconds", 0.0))
         self.measured_iterations = int(state.get("measured_iterations", 0))
-        if not math.isfinite(self.measured_seconds):
-            self.measured_seconds = 0.0
 
 
 def budget_fraction_left(

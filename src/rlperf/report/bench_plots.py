@@ -224,8 +224,8 @@ def time_to_target_figure(summaries: list[TargetSummary], target: float, budget_
             ax.set_ylim(len(presets) - 0.5, -0.5)  # first preset on top, as in the tables
             ax.set_title(f"{game}: target {target:g}", fontsize=10)
             ax.set_xlabel(label)
-            ax.set_xlim(left=0)
-            ax.margins(x=0.05)
+            # From zero, with room on the right: a seed at the far end stays a whole marker.
+            ax.set_xlim(0, ax.get_xlim()[1] * 1.04)
             ax.grid(axis="x", alpha=0.3)
     _target_legend(fig)
     return fig
