@@ -8,6 +8,7 @@ Each subcommand's module builds its own parser from these, so no subcommand impo
 from __future__ import annotations
 
 import argparse
+import math
 from typing import NoReturn
 
 from rlperf.config.load import parse_override
@@ -69,6 +70,20 @@ def positive_float_flag(flag: str, text: str | None) -> float | None:
         raise UserInputError(f"{flag} must be a positive number, got {text!r}") from None
     if not value > 0:
         raise UserInputError(f"{flag} must be a positive number, got {text!r}")
+    return value
+
+
+def finite_float_flag(flag: str, text: str | None) -> float | None:
+    """``text`` as any finite number, negative too (None stays None); a one-line error
+    otherwise: nan and inf would pass every comparison or none."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserInputError(f"{flag} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise UserInputError(f"{flag} must be a finite number, got {text!r}")
     return value
 
 

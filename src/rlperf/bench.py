@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlperf.arguments import ArgumentParser, config_overrides, int_flag, positive_float_flag
+from rlperf.arguments import (
+    ArgumentParser,
+    config_overrides,
+    finite_float_flag,
+    int_flag,
+    positive_float_flag,
+)
 from rlperf.core.errors import UserInputError
 from rlperf.sweep.execute import CpuShares
 
@@ -206,21 +212,6 @@ def _parser() -> ArgumentParser:
     return p
 
 
-def target_flag(text: str | None) -> float | None:
-    """``--target``'s value: any finite number (a return may be negative: Pong's is -21 to
-    21); None stays None; a one-line UserInputError otherwise."""
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UserInputError(f"--target must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-        # nan and inf are never reached and -inf at once: none of them is a target
-        raise UserInputError(f"--target must be a finite number, got {text!r}")
-    return value
-
-
 def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     """The bench the parsed flags ask for; UserInputError (one line) for bad values."""
     presets = _presets(args.presets)
@@ -231,7 +222,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         raise UserInputError(f"--minutes must be a finite number, got {args.minutes!r}")
     seeds = int_flag("--seeds", args.seeds) or 1
     parallel = int_flag("--parallel", args.parallel) or 1
-    target = target_flag(args.target)
+    target = finite_float_flag("--target", args.target)
     CpuShares.check(parallel)
     suite = args.suite if args.suite in SUITES else "games"
     name = _label(f"{suite}__{'+'.join(_label(p) for p in presets)}")
