@@ -70,18 +70,19 @@ def load_agent(run_dir: Path, cfg: Any, checkpoint: Path | None, obs_shape: tupl
         )
     else:
         network = acting_policy(cfg, obs_shape, num_actions)
+    q_learning = cfg.algo in ("dqn", "pqn")
     state = load_policy(
         network, run_dir, checkpoint, f"the run's {cfg.algo} network ({cfg.model.name})"
     )
     network.eval()
     generator = torch.Generator().manual_seed(cfg.seed)
 
-    if cfg.algo == "dqn":
-        epsilon = cfg.dqn.end_e
+    if q_learning:
+        epsilon = getattr(cfg, cfg.algo).end_e
 
         @torch.no_grad()
         def act(obs: np.ndarray, greedy: bool) -> int:
-            # Stochastic DQN play is epsilon-greedy at the schedule's final epsilon.
+            # Stochastic Q-learning play is epsilon-greedy at the schedule's final epsilon.
             if not greedy and torch.rand((), generator=generator) < epsilon:
                 return int(torch.randint(num_actions, (), generator=generator))
             return int(network(torch.from_numpy(obs).unsqueeze(0)).argmax(-1))
@@ -200,7 +201,7 @@ def play(
     try:
         obs_shape = tuple(env.observation_space.shape or ())
         agent = load_agent(run_dir, cfg, checkpoint, obs_shape, int(env.action_space.n))
-        mode = greedy if greedy is not None else agent.algo == "dqn"
+        mode = greedy if greedy is not None else agent.algo in ("dqn", "pqn")
         report(
             f"checkpoint {agent.checkpoint} (iteration {agent.iteration}, env steps "
             f"{agent.env_steps}); {'greedy' if mode else 'stochastic'} play, sticky actions "

@@ -20,6 +20,7 @@ from rlperf.algos.appo import APPO
 from rlperf.algos.dqn import DQN, QNetwork
 from rlperf.algos.impala import IMPALA
 from rlperf.algos.ppo import PPO
+from rlperf.algos.pqn import PQN, QPolicy
 from rlperf.algos.rnd import RND
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
@@ -66,6 +67,8 @@ def acting_policy(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) 
     policy = build_model(cfg.model, obs_shape, num_actions)
     if cfg.algo == "rnd":
         return RNDPolicy.from_actor_critic(policy, _rnd_input_shape(cfg, policy))
+    if cfg.algo == "pqn":
+        return QPolicy.from_actor_critic(policy)  # type: ignore[return-value]
     return policy
 
 
@@ -81,6 +84,9 @@ ALGORITHMS: dict[str, Callable[[RunConfig, ActorCritic], Algorithm]] = {
         seed=cfg.seed,
         total_timesteps=cfg.stop.total_timesteps,
     ),
+    # PQN learns Q-values with the built model's policy torso and acts epsilon-greedily on
+    # them through the same calls as a policy.
+    "pqn": lambda cfg, policy: PQN(cfg.pqn, QPolicy.from_actor_critic(policy), seed=cfg.seed),
     # RND wraps the built model's torsos with a second value head and its two networks.
     "rnd": _rnd,
 }

@@ -29,6 +29,7 @@ DATA = {
     "impala": ("rollout", 4),
     "a3c": ("rollout", 1),
     "rnd": ("rollout", 2),
+    "pqn": ("rollout", 2),  # Q(lambda) learns off-policy
     "dqn": ("transitions", 2**31 - 1),  # replay data: any lag
 }
 """The data kind and lag bound of each algorithm under its default config, written out by

@@ -24,6 +24,7 @@ def _weights(run_dir):
     "env_args",
     [
         ["--preset", "cartpole"],
+        ["--preset", "pqn-cartpole"],  # epsilon, RAdam's state and the exploration draws
         [
             "--preset",
             "cleanrl-atari",
@@ -35,7 +36,7 @@ def _weights(run_dir):
             "env.repeat_action_probability=0.25",
         ],
     ],
-    ids=["cartpole", "pong-sticky"],
+    ids=["cartpole", "pqn-cartpole", "pong-sticky"],
 )
 def test_resumed_run_ends_with_identical_parameters(runs_root, env_args):
     straight = rlperf_subprocess(

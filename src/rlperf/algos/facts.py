@@ -45,6 +45,8 @@ ALGORITHM_FACTS: dict[str, AlgorithmFacts] = {
     "rnd": AlgorithmFacts(
         "rollout", "rnd.max_policy_lag", one_learner="it keeps its normalisers in one learner"
     ),
+    # Q(lambda) learns off-policy: a lagged acting network only biases its traces
+    "pqn": AlgorithmFacts("rollout", "pqn.max_policy_lag"),
     "dqn": AlgorithmFacts(
         "transitions", ANY_POLICY_LAG, one_learner="its replay buffer lives in one learner"
     ),

@@ -47,6 +47,34 @@ def gae(
     return advantages, advantages + values_TN
 
 
+def q_lambda_returns(
+    rewards_TN: torch.Tensor,
+    max_q_TN: torch.Tensor,
+    dones_TN: torch.Tensor,
+    next_max_q_N: torch.Tensor,
+    gamma: float,
+    q_lambda: float,
+    truncation_values_TN: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Peng's Q(lambda) returns over a rollout, PQN's regression targets (Gallici et al.
+    2024, eq. 4 and Algorithm 1), with ``max_q_TN[t] = max_a Q(s_t, a)``:
+
+        G_t = r_t + gamma * B_t + gamma * (1 - d_t) * ((1 - lambda) * max_a Q(s_{t+1}, a) + lambda * G_{t+1})
+
+    and ``G_T`` bootstrapped from ``next_max_q_N`` = max_a Q(s_T, a). A real episode end
+    keeps r_t alone; where a step limit cut the episode, ``B_t`` (``truncation_values_TN``)
+    is max_a Q of its final observation, so the cut-off future is still bootstrapped
+    (the paper's code treats a truncation as an end).
+
+    This is the TD(lambda) return of :func:`gae` with V(s) = max_a Q(s, a): expanding G_t =
+    A_t + V(s_t) in GAE's recursion gives the line above, so the same loop computes both.
+    """
+    _, returns = gae(
+        rewards_TN, max_q_TN, dones_TN, next_max_q_N, gamma, q_lambda, truncation_values_TN
+    )
+    return returns
+
+
 def vtrace(
     behaviour_logprobs_TN: torch.Tensor,
     target_logprobs_TN: torch.Tensor,

@@ -339,7 +339,7 @@ def load_config_file(path: Path) -> RunConfig:
     return cfg
 
 
-ALGORITHM_SECTIONS = ("ppo", "appo", "impala", "dqn", "a3c", "rnd")
+ALGORITHM_SECTIONS = ("ppo", "appo", "impala", "dqn", "pqn", "a3c", "rnd")
 """The config sections that belong to one algorithm each."""
 
 

@@ -22,6 +22,7 @@ ResizeInterpolation = Literal["area", "linear", "nearest"]
 FaultSite = Literal["step", "reset", "both"]
 Precision = Literal["fp32", "bf16", "auto"]
 Optimizer = Literal["rmsprop", "adam"]
+QOptimizer = Literal["radam", "adam"]
 DqnLoss = Literal["mse", "huber"]
 RewardMetric = Literal["mean100", "ema", "mean100+ema"]
 ScheduleBudget = Literal["total_timesteps", "wall_time_s", "wall_time_steps"]
@@ -150,6 +151,8 @@ class ModelConfig(Section):
     """Activation of the image models' layers (nature, nips, thesis-N): relu; elu (rl_games' Atari choice) or leaky_relu (slope 0.01), whose negative sides keep a gradient so that a unit pushed below zero on every frame can come back (on Pong only ELU's did; feature models use tanh)."""
     zero_sum_first_layer: bool = False
     """Image models: constrain each first-layer filter to weights that sum to zero (its weight minus their mean, in the forward pass), so that a uniform background answers with the bias alone, whatever its brightness; keeps ReLU's first-layer filters alive on bright uniform backgrounds such as Pong's (models.conv.InputScaledConv2d)."""
+    layer_norm: bool = False
+    """LayerNorm after every hidden layer, before its activation (over channels and positions after a conv): what keeps PQN's Q-learning stable without a target network; nature, nips and mlp models."""
 
 
 @dataclass
@@ -330,6 +333,42 @@ class RNDConfig(Section):
     """V-trace truncation of the trace coefficients c (at most rho_bar)."""
     max_policy_lag: int = 2
     """Learner updates by which the behaviour policy may trail the learner (decoupled runner)."""
+
+
+@dataclass
+class PQNConfig(Section):
+    """Parallelised Q-Network (Gallici et al. 2024): Q(lambda) regression on rollouts of many envs, no replay buffer, no target network; defaults are the paper's Atari settings."""
+
+    num_steps: int = 32
+    """Steps collected per env per iteration (rollout length T; the paper's NUM_STEPS)."""
+    num_minibatches: int = 32
+    """Minibatches per epoch."""
+    update_epochs: int = 2
+    """Passes over the batch per iteration (the paper's NUM_EPOCHS)."""
+    learning_rate: float = 2.5e-4
+    """Learning rate."""
+    anneal_lr: bool = False
+    """Anneal the learning rate linearly to 0 over the run's budget (stop.anneal_over); the paper keeps it constant on Atari."""
+    optimizer: QOptimizer = "radam"
+    """radam (the paper's RAdam) or adam."""
+    optimizer_eps: float = 1e-8
+    """Optimizer epsilon."""
+    gamma: float = 0.99
+    """Discount factor."""
+    q_lambda: float = 0.65
+    """Lambda of the Q(lambda) returns (0 = one-step Q-learning targets, 1 = Monte Carlo within the rollout)."""
+    start_e: float = 1.0
+    """Exploration: epsilon at the start."""
+    end_e: float = 0.001
+    """Exploration: epsilon after the decay."""
+    exploration_fraction: float = 0.1
+    """Exploration: share of the run's budget (stop.anneal_over) over which epsilon decays linearly."""
+    max_grad_norm: float | None = 10.0
+    """Clip the global gradient norm to this value; unset = no clipping."""
+    reward_scale: float = 1.0
+    """Multiply rewards by this before the returns (the paper uses 0.1 on CartPole)."""
+    max_policy_lag: int = 2
+    """Learner updates by which the acting network may trail the learner on the decoupled runner (Q(lambda) learns off-policy; the lag only biases its traces)."""
 
 
 @dataclass
@@ -523,7 +562,7 @@ class RunConfig(Section):
     """A complete training run."""
 
     algo: str = "ppo"
-    """Learning algorithm: ppo, appo, impala, dqn, rnd or a3c."""
+    """Learning algorithm: ppo, appo, impala, dqn, pqn, rnd or a3c."""
     seed: int = 1
     """Seed of every random generator (envs get seed + index)."""
     runs_root: str = "runs"
@@ -538,6 +577,7 @@ class RunConfig(Section):
     impala: IMPALAConfig = field(default_factory=IMPALAConfig)
     appo: APPOConfig = field(default_factory=APPOConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
+    pqn: PQNConfig = field(default_factory=PQNConfig)
     rnd: RNDConfig = field(default_factory=RNDConfig)
     a3c: A3CConfig = field(default_factory=A3CConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)

@@ -124,6 +124,7 @@ def validate(cfg: RunConfig) -> None:
         )
     _validate_vtrace_algos(cfg)
     _validate_dqn(cfg)
+    _validate_pqn(cfg)
     _validate_a3c(cfg.a3c)
     _validate_rnd(cfg.rnd)
     _validate_runner(cfg.runner)
@@ -290,6 +291,36 @@ def _validate_dqn(cfg: RunConfig) -> None:
     if dqn.buffer_size < 4 * stack * cfg.env.num_envs:
         raise ConfigError(
             f"dqn.buffer_size ({dqn.buffer_size}) is too small: at least 4 x env.frame_stack x env.num_envs"
+        )
+
+
+def _validate_pqn(cfg: RunConfig) -> None:
+    pqn = cfg.pqn
+    for key, value in [
+        ("pqn.num_steps", pqn.num_steps),
+        ("pqn.num_minibatches", pqn.num_minibatches),
+        ("pqn.update_epochs", pqn.update_epochs),
+        ("pqn.learning_rate", pqn.learning_rate),
+        ("pqn.optimizer_eps", pqn.optimizer_eps),
+        ("pqn.max_grad_norm", pqn.max_grad_norm),
+        ("pqn.reward_scale", pqn.reward_scale),
+    ]:
+        _positive(key, value)
+    for key, value in [
+        ("pqn.gamma", pqn.gamma),
+        ("pqn.q_lambda", pqn.q_lambda),
+        ("pqn.start_e", pqn.start_e),
+        ("pqn.end_e", pqn.end_e),
+        ("pqn.exploration_fraction", pqn.exploration_fraction),
+    ]:
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{key} must be between 0 and 1, got {value}")
+    if pqn.max_policy_lag < 0:
+        raise ConfigError(f"pqn.max_policy_lag must be zero or positive, got {pqn.max_policy_lag}")
+    if cfg.algo == "pqn" and cfg.env.num_envs * pqn.num_steps < pqn.num_minibatches:
+        raise ConfigError(
+            f"pqn.num_minibatches ({pqn.num_minibatches}) exceeds the batch "
+            f"(env.num_envs x pqn.num_steps = {cfg.env.num_envs * pqn.num_steps})"
         )
 
 

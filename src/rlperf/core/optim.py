@@ -57,12 +57,15 @@ def build_optimizer(
     if spec.name == "adam":
         # foreach kernels: one fused pass over all parameters instead of one per tensor.
         return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
+    if spec.name == "radam":
+        # Rectified Adam (Liu et al. 2020): PQN's optimizer; its warm-up needs no schedule.
+        return torch.optim.RAdam(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
     if spec.name == "rmsprop":
         extra = {} if spec.alpha is None else {"alpha": spec.alpha}
         return torch.optim.RMSprop(
             params, lr=spec.learning_rate, eps=spec.eps, foreach=True, **extra
         )
-    raise ValueError(f"unknown optimizer {spec.name!r}; valid: adam, rmsprop")
+    raise ValueError(f"unknown optimizer {spec.name!r}; valid: adam, radam, rmsprop")
 
 
 class LocalGradientStep:

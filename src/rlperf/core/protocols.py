@@ -23,7 +23,7 @@ class OptimizerSpec:
     """The optimizer an algorithm wants; the runner builds it (locally, shared, distributed)."""
 
     name: str
-    """adam or rmsprop."""
+    """adam, radam or rmsprop."""
     learning_rate: float
     eps: float = 1e-8
     alpha: float | None = None

@@ -112,6 +112,12 @@ def load_run_policy(run_dir: Path, checkpoint: Path | None = None) -> RunPolicy:
 
     run_dir = check_run_dir(Path(run_dir))
     cfg = load_config_file(run_dir / CONFIG_FILE)
+    if cfg.algo in ("dqn", "pqn"):
+        # Their networks output Q-values, not the (logits, value) every backend serves.
+        raise UserInputError(
+            f"{run_dir} is a {cfg.algo} run; export, infer and deploy serve the actor-critic "
+            "algorithms (ppo, appo, impala, a3c, rnd); play it with rlperf enjoy"
+        )
     dim, obs_shape, obs_dtype, num_actions = env_spec(cfg)
     model = build_model(cfg.model, obs_shape, num_actions)
     state = load_policy(model, run_dir, checkpoint, f"the run's model {cfg.model.name}")

@@ -143,6 +143,10 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                 f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images"
             )
         hidden = tuple(cfg.hidden_sizes or spec.hidden_sizes)
+        if cfg.layer_norm and spec.lstm_size:
+            raise ConfigError(
+                f"model.layer_norm applies to nature, nips and mlp models, not {name}"
+            )
         if spec.lstm_size:
             from rlperf.models.recurrent import RecurrentActorCritic
 
@@ -152,7 +156,10 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
             layers: list[nn.Module] = []
             size = obs_shape[0]
             for h in hidden:
-                layers += [nn.Linear(size, h), nn.Tanh()]
+                layers.append(nn.Linear(size, h))
+                if cfg.layer_norm:
+                    layers.append(nn.LayerNorm(h))
+                layers.append(nn.Tanh())
                 size = h
             return nn.Sequential(*layers), size
 
@@ -163,6 +170,10 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
             )
         channels, h, w = obs_shape
         activation = ACTIVATIONS[cfg.activation]
+        if cfg.layer_norm and spec.kind != "nature":
+            raise ConfigError(
+                f"model.layer_norm applies to nature, nips and mlp models, not {name}"
+            )
 
         def torso() -> tuple[nn.Module, int]:
             if spec.kind == "nature":
@@ -177,6 +188,7 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                     input_scale=1.0 / 255.0,
                     activation=activation,
                     zero_sum_first_layer=cfg.zero_sum_first_layer,
+                    layer_norm=cfg.layer_norm,
                     **sizes,
                 )
             else:

@@ -156,7 +156,9 @@ class NatureTorso(nn.Module):
 
     ``convs`` and ``hidden`` give the same shape of network other sizes (``NIPS_CNN`` with
     256 units is the 2013 paper's). ``input_scale`` (1/255 for frames) is folded into the
-    first conv (:class:`InputScaledConv2d`).
+    first conv (:class:`InputScaledConv2d`). ``layer_norm`` puts a LayerNorm over channels and
+    positions after every conv and over the units after the dense layer, each before its
+    activation (PQN's network).
     """
 
     def __init__(
@@ -168,19 +170,24 @@ class NatureTorso(nn.Module):
         convs: ConvSpec = NATURE_CNN,
         activation: type[nn.Module] = nn.ReLU,
         zero_sum_first_layer: bool = False,
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         channels, (h, w) = in_channels, in_hw
         for i, (out_ch, (k, _), stride) in enumerate(convs):
-            layers += [
-                _conv(i, input_scale, zero_sum_first_layer, channels, out_ch, k, stride),
-                activation(),
-            ]
             channels, h, w = out_ch, (h - k) // stride + 1, (w - k) // stride + 1
-        self.net = nn.Sequential(
-            *layers, nn.Flatten(), nn.Linear(channels * h * w, hidden), activation()
-        )
+            layers.append(
+                _conv(i, input_scale, zero_sum_first_layer, in_channels, out_ch, k, stride)
+            )
+            if layer_norm:
+                layers.append(nn.LayerNorm([channels, h, w]))
+            layers.append(activation())
+            in_channels = out_ch
+        layers += [nn.Flatten(), nn.Linear(channels * h * w, hidden)]
+        if layer_norm:
+            layers.append(nn.LayerNorm(hidden))
+        self.net = nn.Sequential(*layers, activation())
         self.out_features = hidden
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -95,9 +95,13 @@ class InProcRunner(LocalLearner, RolloutDriver):
         if self.actor is not self.learner:
             # Blocking copies: a non-blocking device-to-host copy could still be in flight
             # when the next collect() reads the actor's weights.
+            # The whole state, buffers included: an acting network may keep its
+            # exploration rate in one (PQN's epsilon).
             with torch.no_grad():
                 for dst, src in zip(
-                    self.actor.parameters(), self.learner.parameters(), strict=True
+                    self.actor.state_dict().values(),
+                    self.learner.state_dict().values(),
+                    strict=True,
                 ):
                     dst.copy_(src)
 

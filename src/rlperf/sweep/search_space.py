@@ -112,9 +112,9 @@ def default_space(cfg: RunConfig, atari: bool, cores: int) -> SearchSpace:
     is what one trial may use (torch threads are searched up to it)."""
     algo = cfg.algo
     section = getattr(cfg, algo, None)
-    if algo not in ("ppo", "appo", "impala", "dqn") or section is None:
+    if algo not in ("ppo", "appo", "impala", "dqn", "pqn") or section is None:
         raise ConfigError(
-            f"no default search space for algo {algo!r}; valid: ppo, appo, impala, dqn "
+            f"no default search space for algo {algo!r}; valid: ppo, appo, impala, dqn, pqn "
             "(or give --space FILE)"
         )
     lr = float(section.learning_rate)
@@ -127,7 +127,7 @@ def default_space(cfg: RunConfig, atari: bool, cores: int) -> SearchSpace:
         )
     else:
         params.append(Param(f"{algo}.num_steps", choices=_scaled(section.num_steps)))
-    if algo in ("ppo", "appo"):
+    if algo in ("ppo", "appo", "pqn"):
         # Compute per learned env step: gradient passes over each sample, and their size.
         epochs = int(section.update_epochs)
         params.append(Param(f"{algo}.update_epochs", 1, max(4, epochs)))

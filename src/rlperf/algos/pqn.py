@@ -1,0 +1,215 @@
+"""Parallelised Q-Network (PQN; Gallici et al. 2024, "Simplifying Deep Temporal Difference
+Learning", arXiv 2407.04811): Q-learning without a replay buffer or a target network.
+
+Many vectorised envs collect a short rollout with an epsilon-greedy policy, Q(lambda) returns
+are computed over it, and a few epochs of minibatch steps regress Q(s, a) onto them. LayerNorm
+in the network (``model.layer_norm``) is what keeps this stable without a target network
+(the paper's section 4). Its data is a rollout, like PPO's, so every runner that serves PPO
+serves it: the acting network is :class:`QPolicy`, which answers the runners' ``act`` and
+``value`` calls, and its exploration rate travels with its weights.
+
+Reads top to bottom: the acting network, the exploration schedule, the update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlperf.algos.metrics import value_fit
+from rlperf.algos.returns import q_lambda_returns
+from rlperf.algos.surrogate import shuffled_minibatches
+from rlperf.config.schema import PQNConfig
+from rlperf.core.protocols import GradientStep, OptimizerSpec
+from rlperf.core.types import DataSpec, Progress, Rollout
+from rlperf.models.policy import ActorCritic, network_input, orthogonal_init
+
+# ---------------------------------------------------------------- the acting network
+
+
+class QPolicy(nn.Module):
+    """Q(s, .) on a torso of the model catalog, acting epsilon-greedily.
+
+    It implements the runners' policy calls: :meth:`act` returns (actions, log-probabilities
+    of the actions under the epsilon-greedy distribution, max_a Q(s, a)) and :meth:`value`
+    returns max_a Q(s, a), which is what Q(lambda) bootstraps from (the rollout's
+    ``values_TN``, the bootstrap observation and truncated episodes' final observations).
+
+    ``epsilon`` is a buffer, not an attribute: runners that act with a copy of the network
+    (decoupled actors, an acting device other than the learner's) receive it with the
+    weights, and a recorded CUDA graph of :meth:`act` reads its current value.
+    """
+
+    def __init__(self, torso: nn.Module, features: int, num_actions: int) -> None:
+        super().__init__()
+        self.torso = torso
+        self.q_head = nn.Linear(features, num_actions)
+        orthogonal_init(self.q_head, 1.0)
+        self.register_buffer("epsilon", torch.ones(()))
+
+    @classmethod
+    def from_actor_critic(cls, policy: ActorCritic) -> QPolicy:
+        """The policy torso of a built model (``models.catalog.build_model``) with a Q head in
+        place of its logits and value heads."""
+        head = policy.logits_head
+        return cls(policy.policy_torso, head.in_features, head.out_features)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Action values (B, A), float32."""
+        return self.q_head(self.torso(network_input(obs))).float()
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """max_a Q(s, a), (B,)."""
+        return self(obs).max(-1).values
+
+    @torch.no_grad()
+    def act(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Epsilon-greedy actions (greedy when ``deterministic``), their log-probabilities
+        under that rule, and max_a Q(s, a)."""
+        q = self(obs)
+        best, greedy = q.max(-1)
+        if deterministic:
+            return greedy, torch.zeros_like(best), best
+        num_actions = q.shape[-1]
+        # Tensor ops only (no Python branch on epsilon), so a CUDA graph can record the call.
+        explore = torch.rand(greedy.shape, device=q.device) < self.epsilon
+        random = torch.randint(0, num_actions, greedy.shape, device=q.device)
+        actions = torch.where(explore, random, greedy)
+        uniform = self.epsilon / num_actions
+        prob = torch.where(actions == greedy, 1.0 - self.epsilon + uniform, uniform)
+        return actions, prob.log(), best
+
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log-probabilities of ``actions`` under the epsilon-greedy rule, its entropy,
+        Q(s, a)) with gradients through Q(s, a): the policy protocol's view of the network."""
+        q = self(obs)
+        greedy = q.argmax(-1)
+        num_actions = q.shape[-1]
+        uniform = self.epsilon / num_actions
+        prob = torch.where(actions.long() == greedy, 1.0 - self.epsilon + uniform, uniform)
+        p_greedy = 1.0 - self.epsilon + uniform
+        entropy = -(p_greedy * p_greedy.clamp_min(1e-12).log())
+        entropy = entropy - (num_actions - 1) * uniform * uniform.clamp_min(1e-12).log()
+        q_taken = q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        return prob.log(), entropy.expand_as(q_taken), q_taken
+
+
+# ---------------------------------------------------------------- exploration
+
+
+def epsilon_at(
+    fraction_done: float, start_e: float, end_e: float, exploration_fraction: float
+) -> float:
+    """Epsilon decayed linearly from ``start_e`` to ``end_e`` over the first
+    ``exploration_fraction`` of the run's budget, then held (the paper's EPS_DECAY)."""
+    if exploration_fraction <= 0:
+        return end_e
+    return start_e + (end_e - start_e) * min(fraction_done / exploration_fraction, 1.0)
+
+
+# ---------------------------------------------------------------- the update
+
+
+def q_lambda_loss(q_taken: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """0.5 x the mean squared error between Q(s_t, a_t) and its Q(lambda) return (the
+    paper's Algorithm 1); the targets carry no gradient (no target network: the network that
+    acted computed them)."""
+    return 0.5 * ((q_taken - targets) ** 2).mean()
+
+
+class PQN:
+    """PQN over rollouts produced by any on-policy runner."""
+
+    def __init__(self, cfg: PQNConfig, policy: QPolicy, *, seed: int) -> None:
+        self.cfg = cfg
+        self.policy = policy
+        self.data_spec = DataSpec(
+            kind="rollout",
+            horizon=cfg.num_steps,
+            needs_logprob=False,  # Q(lambda) uses no importance weights
+            max_policy_lag=cfg.max_policy_lag,
+        )
+        # Minibatch shuffling has its own generator, checkpointed for exact resumes.
+        self.generator = torch.Generator().manual_seed(seed)
+        self.policy.epsilon.fill_(cfg.start_e)
+
+    def optimizer_spec(self) -> OptimizerSpec:
+        return OptimizerSpec(self.cfg.optimizer, self.cfg.learning_rate, self.cfg.optimizer_eps)
+
+    def minibatch_size(self, batch_size: int) -> int:
+        """Samples per minibatch: the batch split into ``num_minibatches``."""
+        return max(batch_size // self.cfg.num_minibatches, 1)
+
+    def epsilon(self, progress: Progress) -> float:
+        """The exploration rate for the rollout that follows an update at ``progress``."""
+        cfg = self.cfg
+        return epsilon_at(
+            1.0 - progress.fraction_left, cfg.start_e, cfg.end_e, cfg.exploration_fraction
+        )
+
+    def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
+        cfg = self.cfg
+        lr = progress.annealed(cfg.learning_rate, cfg.anneal_lr)
+        step.set_learning_rate(lr)
+        acted_epsilon = float(self.policy.epsilon)
+
+        # ---- Q(lambda) returns from the Q-values the acting network computed ----
+        with torch.no_grad(), step.autocast():
+            next_value = self.policy.value(batch.next_obs_N)
+        truncation = batch.truncation_values_TN
+        targets_TN = q_lambda_returns(
+            batch.rewards_TN * cfg.reward_scale,
+            batch.values_TN,
+            batch.dones_TN,
+            next_value,
+            cfg.gamma,
+            cfg.q_lambda,
+            truncation,
+        )
+
+        # ---- flatten time and envs, then epochs of shuffled minibatches ----
+        B = batch.num_steps * batch.num_envs
+        obs_B = batch.obs_TN.reshape(B, *batch.obs_TN.shape[2:])
+        actions_B = batch.actions_TN.reshape(B, 1).long()
+        targets_B = targets_TN.reshape(B)
+        losses: list[torch.Tensor] = []
+        q_means: list[torch.Tensor] = []
+        grad_norms: list[float] = []
+        mb_size = self.minibatch_size(B)
+        for idx in shuffled_minibatches(
+            cfg.update_epochs, B, mb_size, self.generator, obs_B.device
+        ):
+            with step.autocast():
+                q = self.policy(obs_B[idx])
+            q_taken = q.gather(-1, actions_B[idx]).squeeze(-1)
+            loss = q_lambda_loss(q_taken, targets_B[idx])
+            grad_norms.append(step(loss, cfg.max_grad_norm))
+            losses.append(loss.detach())
+            q_means.append(q_taken.detach().mean())
+
+        # The next rollout explores at the schedule's current rate.
+        self.policy.epsilon.fill_(self.epsilon(progress))
+        n = max(len(grad_norms), 1)
+        return {
+            "losses/td_loss": float(torch.stack(losses).mean()) if losses else 0.0,
+            "losses/q_values": float(torch.stack(q_means).mean()) if q_means else 0.0,
+            "losses/grad_norm": sum(grad_norms) / n,
+            "losses/minibatches": float(len(grad_norms)),
+            **value_fit(batch.values_TN.reshape(B).float(), targets_B.float()),
+            "losses/epsilon": acted_epsilon,
+            "losses/learning_rate": lr,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy.state_dict(), "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.generator.set_state(state["generator"])
