@@ -14,6 +14,7 @@ CARTPOLE = {
     "appo": ["--algo", "appo", "--env", "CartPole-v1", "--model", "mlp", "appo.num_steps=16"],
     "impala": ["--algo", "impala", "--env", "CartPole-v1", "--model", "mlp"],
     "dqn": ["--preset", "dqn-cartpole", "dqn.learning_starts=64", "dqn.steps_per_iteration=128"],
+    "pqn": ["--preset", "pqn-cartpole", "pqn.num_steps=8"],
     "rnd": ["--algo", "rnd", "--env", "CartPole-v1", "--model", "mlp", "rnd.num_steps=16", "rnd.num_init_steps=0"],
 }  # fmt: skip
 COMMON = ["--no-progress", "telemetry.tensorboard=false", "telemetry.sysmon=false", "-i", "1"]
@@ -40,6 +41,10 @@ def test_enjoy_plays_every_algorithm(runs_root, algo, capsys):
     results = play(runs_root / algo, episodes=1, report=lambda _: None)
     assert results[0].total_reward == results[0].length > 0  # CartPole: +1 per step
     assert results[0].rooms is None
+    if algo in ("dqn", "pqn"):  # Q-networks: export and deploy serve actor-critics only
+        assert main(["export", str(runs_root / algo), "--format", "onnx"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"is a {algo} run" in line and "rlperf enjoy" in line
 
 
 @pytest.fixture(scope="module")

@@ -171,7 +171,7 @@ def play(
 ) -> list[EpisodeResult]:
     """Play ``episodes`` games with a run's checkpoint; print and return each game's result.
 
-    ``greedy=None`` picks the run's natural mode: greedy for DQN, sampling for the
+    ``greedy=None`` picks the run's natural mode: greedy for DQN and PQN, sampling for the
     actor-critics (trained stochastic policies can loop forever when made greedy).
     """
     from rlperf.config.load import load_config_file
