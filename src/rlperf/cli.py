@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -78,23 +79,33 @@ without --preset train with the thesis's PPO, preset rllib-2021):
   -r/--restore-dir DIR same as --resume DIR (--restore_dir too)"""
 
 
+def _presets_help() -> str:
+    """The built-in presets for ``--help``, wrapped between names only: argparse's own
+    wrapping splits a name such as atari-fast-gpu at its hyphens, and it can no longer be
+    copied."""
+    lines = textwrap.wrap(
+        ", ".join(available_presets()), width=94, break_on_hyphens=False, break_long_words=False
+    )
+    return "presets (--preset NAME):\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _train_parser() -> ArgumentParser:
     p = ArgumentParser(
         prog="rlperf train",
         description="Train an agent; every run writes a run directory with metrics, checkpoints and a manifest.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=THESIS_ALIASES + "\n\n" + _config_keys_help(),
+        epilog=_presets_help() + "\n\n" + THESIS_ALIASES + "\n\n" + _config_keys_help(),
         allow_abbrev=False,
     )
     p.add_argument(
-        "--algo", help="algorithm, e.g. ppo, appo, impala, dqn (a wrong name lists them all)"
+        "--algo", help="algorithm, e.g. ppo, appo, impala, dqn, pqn (a wrong name lists them all)"
     )
     p.add_argument("--env", help="environment id, e.g. ALE/Pong-v5 or CartPole-v1")
     p.add_argument(
         "--preset",
         action="append",
         default=[],
-        help=f"YAML preset (repeatable, applied in order): {', '.join(available_presets())} or a file",
+        help="YAML preset (repeatable, applied in order): a built-in one (listed below) or a file",
     )
     p.add_argument(
         "-m", "--model", help="model name or thesis model number 1..6 (see `rlperf models`)"

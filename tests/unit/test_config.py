@@ -286,6 +286,11 @@ def test_help_lists_config_keys(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "ppo.gae_lambda" in out and "GAE lambda" in out and "--set-affinity" in out
+    # every built-in preset appears whole on a line, so it can be copied from the help
+    from rlperf.config.load import available_presets
+
+    words = {w.strip(",") for line in out.splitlines() for w in line.split()}
+    assert set(available_presets()) <= words
 
 
 @pytest.mark.parametrize(
