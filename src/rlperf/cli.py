@@ -318,10 +318,10 @@ def _run_dir_of(path: Path) -> Path:
 def cmd_train(argv: Sequence[str]) -> int:
     cfg, args = build_train_config(argv)
     if args.print_config:
-        from rlperf.resolve import check  # every refusal a run would meet before it starts
+        # Every refusal a run would meet before it starts, then what config.yaml will hold.
+        from rlperf.resolve import preview
 
-        check(cfg)
-        print(dump_run_config(cfg), end="")
+        print(dump_run_config(preview(cfg)), end="")
         return 0
     from rlperf.session import TrainingSession, default_run_name  # heavy imports after parsing
 

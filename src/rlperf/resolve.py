@@ -51,6 +51,15 @@ def resolve(cfg: RunConfig, *, announce: bool = True) -> ResolvedRun:
     return settle(cfg, announce=announce)
 
 
+def preview(cfg: RunConfig) -> RunConfig:
+    """Check ``cfg`` and return what its run's ``config.yaml`` will hold, except what only a
+    measurement decides (``runner.precision=auto`` stays ``auto``): ``--print-config``."""
+    check(cfg)
+    out = thawed_copy(cfg)
+    out.model.name = registry.resolved_model_name(cfg)
+    return out
+
+
 def settle(cfg: RunConfig, *, announce: bool = True) -> ResolvedRun:
     """A frozen copy of a checked ``cfg`` with nothing left open.
 

@@ -395,6 +395,9 @@ def test_print_config_checks_and_prints_the_run_config_without_writing(capsys, t
     assert printed == yaml.safe_load(dump_run_config(expected))  # what config.yaml would hold
     assert "dqn" not in printed  # only the run's own algorithm, as in a run directory
     assert not any(tmp_path.iterdir())  # nothing trained or written
+    # model auto is printed as the model config.yaml will name
+    code, out, _ = run_cli(capsys, "train", "--env", "ALE/Pong-v5", "--print-config")
+    assert code == 0 and yaml.safe_load(out)["model"]["name"] == "nature"
     # a combination a run would refuse when it starts is refused here too, as one line
     code, out, err = run_cli(capsys, *argv, "--runner", "hogwild")
     assert code == 2 and out == "" and "runner hogwild runs algorithm a3c, not ppo" in err
