@@ -141,7 +141,7 @@ def _ray(
         algo,
         num_envs=cfg.env.num_envs,
         make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
-        make_policy=functools.partial(build_model, cfg.model, obs_shape, int(spaces.action.n)),
+        make_policy=functools.partial(acting_policy, cfg, obs_shape, int(spaces.action.n)),
         seed=cfg.seed,
     )
 
