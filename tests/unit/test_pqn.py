@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlperf.algos.pqn import PQN, QPolicy, epsilon_at, q_lambda_loss
+from rlperf.algos.pqn import PQN, QPolicy, q_lambda_loss
 from rlperf.algos.returns import q_lambda_returns
 from rlperf.config.schema import ModelConfig, PQNConfig
 from rlperf.core.errors import ConfigError
@@ -84,14 +84,6 @@ def test_epsilon_travels_with_the_weights():
     policy.epsilon.fill_(0.3)
     copy.load_state_dict(policy.state_dict())
     assert float(copy.epsilon) == pytest.approx(0.3)
-
-
-def test_epsilon_decays_over_its_share_of_the_budget_then_holds():
-    assert epsilon_at(0.0, 1.0, 0.01, 0.1) == 1.0
-    assert epsilon_at(0.05, 1.0, 0.01, 0.1) == pytest.approx(0.505)
-    assert epsilon_at(0.1, 1.0, 0.01, 0.1) == pytest.approx(0.01)
-    assert epsilon_at(0.9, 1.0, 0.01, 0.1) == pytest.approx(0.01)
-    assert epsilon_at(0.5, 1.0, 0.01, 0.0) == 0.01
 
 
 def test_layer_norm_sits_after_every_hidden_layer_of_the_image_and_mlp_torsos():

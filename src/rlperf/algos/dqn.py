@@ -65,12 +65,13 @@ def _maybe_no_grad(enabled: bool) -> contextlib.AbstractContextManager[Any]:
 # ---------------------------------------------------------------- exploration
 
 
-def linear_epsilon(env_steps: int, start_e: float, end_e: float, duration: int) -> float:
-    """Epsilon decayed linearly from ``start_e`` to ``end_e`` over ``duration`` env steps,
-    then held at ``end_e``."""
+def linear_epsilon(elapsed: float, start_e: float, end_e: float, duration: float) -> float:
+    """Epsilon decayed linearly from ``start_e`` to ``end_e`` over ``duration``, then held at
+    ``end_e``: ``elapsed`` and ``duration`` in env steps (DQN), or as shares of the run's
+    budget (PQN)."""
     if duration <= 0:
         return end_e
-    return start_e + (end_e - start_e) * min(env_steps / duration, 1.0)
+    return start_e + (end_e - start_e) * min(elapsed / duration, 1.0)
 
 
 class EpsilonGreedy:

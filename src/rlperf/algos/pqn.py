@@ -8,7 +8,7 @@ in the network (``model.layer_norm``) is what keeps this stable without a target
 serves it: the acting network is :class:`QPolicy`, which answers the runners' ``act`` and
 ``value`` calls, and its exploration rate travels with its weights.
 
-Reads top to bottom: the acting network, the exploration schedule, the update.
+Reads top to bottom: the acting network, then the update.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlperf.algos.dqn import linear_epsilon
 from rlperf.algos.metrics import value_fit
 from rlperf.algos.returns import q_lambda_returns
 from rlperf.algos.surrogate import shuffled_minibatches
@@ -101,19 +102,6 @@ class QPolicy(nn.Module):
         return prob.log(), entropy.expand_as(q_taken), q_taken
 
 
-# ---------------------------------------------------------------- exploration
-
-
-def epsilon_at(
-    fraction_done: float, start_e: float, end_e: float, exploration_fraction: float
-) -> float:
-    """Epsilon decayed linearly from ``start_e`` to ``end_e`` over the first
-    ``exploration_fraction`` of the run's budget, then held (the paper's EPS_DECAY)."""
-    if exploration_fraction <= 0:
-        return end_e
-    return start_e + (end_e - start_e) * min(fraction_done / exploration_fraction, 1.0)
-
-
 # ---------------------------------------------------------------- the update
 
 
@@ -150,7 +138,7 @@ class PQN:
     def epsilon(self, progress: Progress) -> float:
         """The exploration rate for the rollout that follows an update at ``progress``."""
         cfg = self.cfg
-        return epsilon_at(
+        return linear_epsilon(
             1.0 - progress.fraction_left, cfg.start_e, cfg.end_e, cfg.exploration_fraction
         )
 
