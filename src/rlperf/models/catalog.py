@@ -128,6 +128,8 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
         )
     spec = MODELS[name]
     share = spec.vf_share_layers if cfg.vf_share_layers is None else cfg.vf_share_layers
+    if cfg.layer_norm and (spec.kind == "conv" or spec.lstm_size):
+        raise ConfigError(f"model.layer_norm applies to nature, nips and mlp models, not {name}")
 
     if spec.kind == "mlp":
         if cfg.activation != "relu":
@@ -143,10 +145,6 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                 f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images"
             )
         hidden = tuple(cfg.hidden_sizes or spec.hidden_sizes)
-        if cfg.layer_norm and spec.lstm_size:
-            raise ConfigError(
-                f"model.layer_norm applies to nature, nips and mlp models, not {name}"
-            )
         if spec.lstm_size:
             from rlperf.models.recurrent import RecurrentActorCritic
 
@@ -170,10 +168,6 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
             )
         channels, h, w = obs_shape
         activation = ACTIVATIONS[cfg.activation]
-        if cfg.layer_norm and spec.kind != "nature":
-            raise ConfigError(
-                f"model.layer_norm applies to nature, nips and mlp models, not {name}"
-            )
 
         def torso() -> tuple[nn.Module, int]:
             if spec.kind == "nature":
