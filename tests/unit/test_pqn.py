@@ -77,6 +77,14 @@ def test_acting_is_greedy_at_epsilon_zero_and_uniform_at_one():
     assert torch.allclose(logprobs, torch.full_like(logprobs, -torch.log(torch.tensor(4.0))))
     greedy, _, _ = policy.act(obs, deterministic=True)
     assert torch.equal(greedy, q.argmax(-1))
+    # the protocol's evaluate: the same rule's log-probabilities and entropy, Q(s, a)
+    log_p, entropy, q_taken = policy.evaluate(obs, actions)
+    assert torch.allclose(log_p, logprobs) and torch.allclose(
+        q_taken, q.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    )
+    assert torch.allclose(entropy, torch.full_like(entropy, torch.log(torch.tensor(4.0))))
+    policy.epsilon.fill_(0.0)
+    assert torch.allclose(policy.evaluate(obs, actions)[1], torch.zeros(len(obs)), atol=1e-6)
 
 
 def test_epsilon_travels_with_the_weights():
@@ -117,19 +125,17 @@ def test_updates_fit_the_q_lambda_targets_and_set_the_next_epsilon():
     # gamma 0: every target is the step's reward, here a function of the observation and
     # the action that the network can fit, so the loss must fall towards them
     batch.rewards_TN.copy_(batch.obs_TN[..., 0] + (batch.actions_TN == 1).float())
-    with torch.no_grad():
-        start = q_lambda_loss(
-            policy(batch.obs_TN).gather(-1, batch.actions_TN.long().unsqueeze(-1)).squeeze(-1),
-            batch.rewards_TN,
-        )
+
+    def fit() -> float:
+        with torch.no_grad():
+            q = policy(batch.obs_TN).gather(-1, batch.actions_TN.unsqueeze(-1)).squeeze(-1)
+            return float(q_lambda_loss(q, batch.rewards_TN))
+
+    start = fit()
     for i in range(30):
         metrics = algo.update(batch, step, Progress(i, i * 128, 1.0 - 0.01 * i))
-    with torch.no_grad():
-        end = q_lambda_loss(
-            policy(batch.obs_TN).gather(-1, batch.actions_TN.long().unsqueeze(-1)).squeeze(-1),
-            batch.rewards_TN,
-        )
-    assert float(end) < 0.5 * float(start)
+    end = fit()
+    assert end < 0.5 * start
     assert metrics["losses/minibatches"] == 16
     # after 29 % of the budget, epsilon is 29/50 of the way from 1.0 to 0.1
     assert float(policy.epsilon) == pytest.approx(1.0 - 0.9 * 0.29 / 0.5)

@@ -76,14 +76,11 @@ class QPolicy(nn.Module):
         best, greedy = q.max(-1)
         if deterministic:
             return greedy, torch.zeros_like(best), best
-        num_actions = q.shape[-1]
         # Tensor ops only (no Python branch on epsilon), so a CUDA graph can record the call.
         explore = torch.rand(greedy.shape, device=q.device) < self.epsilon
-        random = torch.randint(0, num_actions, greedy.shape, device=q.device)
+        random = torch.randint(0, q.shape[-1], greedy.shape, device=q.device)
         actions = torch.where(explore, random, greedy)
-        uniform = self.epsilon / num_actions
-        prob = torch.where(actions == greedy, 1.0 - self.epsilon + uniform, uniform)
-        return actions, prob.log(), best
+        return actions, self._log_prob(actions, greedy, q.shape[-1]), best
 
     def evaluate(
         self, obs: torch.Tensor, actions: torch.Tensor
@@ -91,15 +88,20 @@ class QPolicy(nn.Module):
         """(log-probabilities of ``actions`` under the epsilon-greedy rule, its entropy,
         Q(s, a)) with gradients through Q(s, a): the policy protocol's view of the network."""
         q = self(obs)
-        greedy = q.argmax(-1)
-        num_actions = q.shape[-1]
+        actions = actions.long()
+        log_p = self._log_prob(actions, q.argmax(-1), q.shape[-1])
+        all_actions = torch.arange(q.shape[-1], device=q.device).expand_as(q)
+        log_p_all = self._log_prob(all_actions, q.argmax(-1, keepdim=True), q.shape[-1])
+        entropy = torch.special.entr(log_p_all.exp()).sum(-1)  # 0 log 0 = 0 at epsilon 0
+        return log_p, entropy, q.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+
+    def _log_prob(
+        self, actions: torch.Tensor, greedy: torch.Tensor, num_actions: int
+    ) -> torch.Tensor:
+        """log P(action) under epsilon-greedy: epsilon / A for any action, plus 1 - epsilon
+        for the greedy one."""
         uniform = self.epsilon / num_actions
-        prob = torch.where(actions.long() == greedy, 1.0 - self.epsilon + uniform, uniform)
-        p_greedy = 1.0 - self.epsilon + uniform
-        entropy = -(p_greedy * p_greedy.clamp_min(1e-12).log())
-        entropy = entropy - (num_actions - 1) * uniform * uniform.clamp_min(1e-12).log()
-        q_taken = q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-        return prob.log(), entropy.expand_as(q_taken), q_taken
+        return torch.where(actions == greedy, 1.0 - self.epsilon + uniform, uniform).log()
 
 
 # ---------------------------------------------------------------- the update
@@ -151,7 +153,6 @@ class PQN:
         # ---- Q(lambda) returns from the Q-values the acting network computed ----
         with torch.no_grad(), step.autocast():
             next_value = self.policy.value(batch.next_obs_N)
-        truncation = batch.truncation_values_TN
         targets_TN = q_lambda_returns(
             batch.rewards_TN * cfg.reward_scale,
             batch.values_TN,
@@ -159,7 +160,7 @@ class PQN:
             next_value,
             cfg.gamma,
             cfg.q_lambda,
-            truncation,
+            batch.truncation_values_TN,
         )
 
         # ---- flatten time and envs, then epochs of shuffled minibatches ----
