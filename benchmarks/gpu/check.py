@@ -15,9 +15,9 @@ that fails or runs out of time is recorded as such and the next one still runs.
      (and its share of the ceiling), the phase split, NVML utilisation, memory, power and
      energy; then its variants (:data:`VARIANTS`), 30 s each, each one's SPS as a ratio to
      step 4's: ``eager`` (no ``runner.cuda_graph``), ``ppo`` (PPO in one process),
-     ``workers4`` (4 actor processes), ``threads`` (each actor's engine on half the
-     cores, the learner on 2 threads), ``minibatches16`` (16 minibatches of 128),
-     ``compiled`` (PPO with ``runner.compile`` instead of the graph);
+     ``workers4`` (4 actor processes), ``all_cores`` (the split the preset replaced:
+     each actor's engine on every core, the learner on 14 torch threads), ``compiled``
+     (PPO with ``runner.compile`` instead of the graph);
   6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
      ``--placement-seconds`` each, then ``rlperf report`` on them.
 ``check.sh --pong OUT`` (at most 3 x ``--pong-cap`` seconds):
@@ -63,13 +63,10 @@ VARIANTS: dict[str, tuple[list[str], float]] = {
     "eager": (["runner.cuda_graph=false"], 90),  # the learner's step launched from Python
     "ppo": (PPO_INPROC, 90),  # rollout, then learn, in one process (the recipe before APPO)
     "workers4": (["runner.num_workers=4"], 90),  # 4 actor processes of 16 envs
-    # the cores split: each actor's engine on half of them (2 x 16 threads share 16 cores by
-    # default), the GPU learner's process on 2 torch threads (default: the cores the actors'
-    # torch threads leave, 14)
-    "threads": (["env.num_threads={half_cores}", "runner.torch_threads=2"], 90),
-    # twice the gradient steps per env step (16 minibatches of 128): the graphed learner's
-    # work hides behind the actors', so SPS should hold while learning per step improves
-    "minibatches16": (["appo.num_minibatches=16"], 90),
+    # the cores oversubscribed, as before the H200 run: every actor's engine on all cores,
+    # the GPU learner's process on the cores the actors' torch threads leave (there 0.86x
+    # the preset's shared cores); kept so that each machine measures the split again
+    "all_cores": (["env.num_threads={cores}", "runner.torch_threads={cores_less_2}"], 90),
     # torch.compile instead of the graph (PPO: the decoupled runner compiles nothing);
     # the first iterations pay the compilation and are left out as warm-up
     "compiled": ([*PPO_INPROC, "runner.compile=true", "runner.cuda_graph=false"], 120),
@@ -251,7 +248,8 @@ class Check:
         ``budgets.variant_s`` seconds: its figures, and its SPS as a ratio to step 4's."""
         step = self.step(name)
         keys, grace = VARIANTS[name]
-        keys = [k.format(half_cores=max(1, (os.cpu_count() or 2) // 2)) for k in keys]
+        cores = os.cpu_count() or 2
+        keys = [k.format(cores=cores, cores_less_2=max(1, cores - 2)) for k in keys]
         if self.dry and name not in DRY_TRAINED:
             self.run(step, self.train_command(name, *keys, "--print-config"), grace)
             step.figures["status"] = "config checked" if step.status == "ok" else "refused"

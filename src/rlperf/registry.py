@@ -7,6 +7,7 @@ line here and a row in its facts table (algos/facts.py, runners/facts.py), which
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from rlperf.models.catalog import AUTO, MODELS, build_model, resolve_model_name
 from rlperf.models.policy import ActorCritic
 from rlperf.models.rnd import RNDPolicy
 from rlperf.runners.base import Runner
-from rlperf.runners.decoupled import DecoupledRunner
+from rlperf.runners.decoupled import DecoupledRunner, actor_engine_threads
 from rlperf.runners.facts import RUNNER_FACTS
 from rlperf.runners.hogwild import HogwildRunner
 from rlperf.runners.inproc import InProcRunner
@@ -104,12 +105,15 @@ def _decoupled(
     cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
 ) -> Runner:
     obs_shape = tuple(spaces.observation.shape or ())
+    # each actor's slice of envs runs its own engine pool: unset, the pools share the cores
+    env_threads = cfg.env.num_threads or actor_engine_threads(cfg.runner)
+    actor_env = dataclasses.replace(cfg.env, num_threads=env_threads)
     return DecoupledRunner(
         cfg.runner,
         algo,
         num_envs=cfg.env.num_envs,
         obs_space=spaces.observation,
-        make_env_slice=functools.partial(make_env_slice, cfg.env, dim),
+        make_env_slice=functools.partial(make_env_slice, actor_env, dim),
         make_policy=functools.partial(acting_policy, cfg, obs_shape, int(spaces.action.n)),
         seed=cfg.seed,
     )

@@ -103,3 +103,28 @@ def test_an_env_error_in_an_actor_restarts_it_and_training_goes_on():
         runner.close()
     assert metrics[-1]["sys/worker_restarts"] == 1
     assert metrics[-1]["sys/live_workers"] == 1
+
+
+class _RecordingDecoupledRunner:
+    """A fake in place of DecoupledRunner: records what the registry builds it with."""
+
+    def __init__(self, cfg, algo, **kwargs):
+        self.kwargs = kwargs
+
+
+@pytest.mark.parametrize(("num_threads", "expected"), [(None, "shared"), (3, 3)])
+def test_actors_engine_pools_share_the_cores_unless_env_num_threads_is_set(
+    monkeypatch, num_threads, expected
+):
+    cfg = RunConfig(algo="impala")
+    cfg.env.id, cfg.env.num_envs, cfg.model.name = "CartPole-v1", 4, "mlp"
+    cfg.env.num_threads = num_threads
+    cfg.runner.name, cfg.runner.num_workers = "decoupled", 2
+    cfg.runner.actor_cpu_affinity = [0, 1, 2, 3, 4]  # five cores for two actors: 2 each
+    monkeypatch.setattr(registry, "DecoupledRunner", _RecordingDecoupledRunner)
+    spaces = registry.env_spaces(cfg, 84, None)
+    algo = registry.make_algorithm(cfg, build_model(cfg.model, (4,), 2))
+    built = registry.make_runner(cfg, None, algo, 84, spaces)
+    slice_env_cfg = built.kwargs["make_env_slice"].args[0]
+    assert slice_env_cfg.num_threads == (2 if expected == "shared" else expected)
+    assert cfg.env.num_threads == num_threads  # the run's config is read, never rewritten

@@ -36,8 +36,8 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     summary = _dry_run(tmp_path / "out")
     steps = {s["name"]: s for s in summary["steps"]}
     assert list(steps) == [
-        "setup", "cuda_tests", "env_ceiling", "train", "eager", "ppo", "workers4", "threads",
-        "minibatches16", "compiled", "placements",
+        "setup", "cuda_tests", "env_ceiling", "train", "eager", "ppo", "workers4", "all_cores",
+        "compiled", "placements",
     ]  # fmt: skip
     assert all(s["status"] == "ok" for s in steps.values()), steps
     assert summary["machine"]["cores"] >= 1 and summary["machine"]["torch"]
@@ -52,12 +52,13 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     ppo = steps["ppo"]["figures"]  # the variant a dry run trains: another algorithm and runner
     assert ppo["status"] == "completed" and ppo["sps_vs_preset"] > 0
     commands = {name: steps[name]["commands"][0] for name in steps}
-    for name in ("eager", "workers4", "threads", "minibatches16", "compiled"):
+    for name in ("eager", "workers4", "all_cores", "compiled"):
         # a CPU cannot tell these apart: their configs pass every check a run would make
         assert steps[name]["figures"] == {"status": "config checked"}, name
         assert "--print-config" in commands[name]
     assert (
-        "runner.num_workers=4" in commands["workers4"] and "env.num_threads=" in commands["threads"]
+        "runner.num_workers=4" in commands["workers4"]
+        and "env.num_threads=" in commands["all_cores"]
     )
     assert "algo=ppo runner.name=inproc" in commands["ppo"]
     points = steps["placements"]["figures"]["points"]

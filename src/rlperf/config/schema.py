@@ -91,7 +91,7 @@ class EnvConfig(Section):
     num_envs: int = 8
     """Number of environment copies stepped together (the batch of the acting forward pass)."""
     num_threads: int | None = None
-    """C++ engines (envpool, ale-vector): the worker threads that step one process's envs; unset = one per usable core, at most num_envs. With the decoupled runner every actor process runs its own pool of this many threads."""
+    """C++ engines (envpool, ale-vector): the worker threads that step one process's envs; unset = one per usable core, at most num_envs. With the decoupled runner every actor process runs its own pool of this many threads; unset there, the actors share the usable cores (cores / runner.num_workers each)."""
     dim: int | None = None
     """Atari frame size after resizing (dim x dim); unset = the model's input size (84, 168 or 252)."""
     frame_stack: int = 4

@@ -53,6 +53,16 @@ def learner_threads(cfg: RunnerConfig) -> int:
     return max(1, cpus - cfg.num_workers * cfg.actor_threads)
 
 
+def actor_engine_threads(cfg: RunnerConfig) -> int:
+    """A C++ engine's threads per actor when env.num_threads is unset: the usable cores
+    shared between the actors. Each actor's pool defaulting to every core oversubscribes
+    them num_workers times; on 16 cores with 2 actors, 8 threads each (with the GPU
+    learner on 2 torch threads) gave 1.17x the SPS of 16 each (docs/benchmarks.md, "One
+    GPU, third run")."""
+    cpus = len(cfg.actor_cpu_affinity or os.sched_getaffinity(0))
+    return max(1, cpus // cfg.num_workers)
+
+
 def _actor_error(message: str, actor: Worker | None, worker_traceback: str | None) -> ActorError:
     index = -1 if actor is None else actor.index
     return ActorError(message, worker_index=index, worker_traceback=worker_traceback)
