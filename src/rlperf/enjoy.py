@@ -23,10 +23,7 @@ import torch
 
 from rlperf.arguments import ArgumentParser
 from rlperf.core.errors import ConfigError, UserInputError
-
-VIDEO_FORMATS = (".mp4", ".gif")
-ATARI_FPS = 60
-"""Frames per second of the Atari console; a video plays at ATARI_FPS / frameskip."""
+from rlperf.envs.video import ATARI_FPS, VideoWriter
 
 
 @dataclass
@@ -104,59 +101,6 @@ def load_agent(run_dir: Path, cfg: Any, checkpoint: Path | None, obs_shape: tupl
         iteration=counters.get("iteration"),
         env_steps=counters.get("env_steps"),
     )
-
-
-class VideoWriter:
-    """Frames (H, W, 3) RGB uint8 into an .mp4 (OpenCV, streamed) or a .gif (Pillow)."""
-
-    def __init__(self, path: Path, fps: float) -> None:
-        self.path = Path(path)
-        self.fps = fps
-        self.frames = 0
-        suffix = self.path.suffix.lower()
-        if suffix not in VIDEO_FORMATS:
-            raise UserInputError(
-                f"video {self.path}: unsupported format {suffix or '(none)'}; use .mp4 or .gif"
-            )
-        if not self.path.parent.is_dir():
-            raise UserInputError(f"video {self.path}: directory {self.path.parent} does not exist")
-        self._gif: list[Any] | None = [] if suffix == ".gif" else None
-        self._mp4: Any = None
-
-    def add(self, frame: np.ndarray) -> None:
-        if self._gif is not None:
-            from PIL import Image
-
-            # Palette images: a quarter of the memory of RGB for a long game's frames.
-            self._gif.append(Image.fromarray(frame).quantize(colors=128))
-        else:
-            import cv2
-
-            if self._mp4 is None:
-                h, w = frame.shape[:2]
-                fourcc = cv2.VideoWriter_fourcc(*"mp4v")
-                self._mp4 = cv2.VideoWriter(str(self.path), fourcc, self.fps, (w, h))
-                if not self._mp4.isOpened():
-                    raise UserInputError(
-                        f"video {self.path}: OpenCV cannot write mp4 here; use a .gif path"
-                    )
-            self._mp4.write(np.ascontiguousarray(frame[..., ::-1]))  # OpenCV wants BGR
-        self.frames += 1
-
-    def close(self) -> None:
-        if self._gif:
-            first, *rest = self._gif
-            first.save(
-                self.path,
-                save_all=True,
-                append_images=rest,
-                duration=max(int(round(1000 / self.fps)), 20),
-                loop=0,
-            )
-            self._gif = []
-        if self._mp4 is not None:
-            self._mp4.release()
-            self._mp4 = None
 
 
 def play(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rlperf.arguments import ArgumentParser, int_flag
 from rlperf.core.errors import UserInputError
+from rlperf.deploy.rollout_flags import add_rollout_flags, apply_rollout_flags, split_checkpoint
 
 
 def _sizes(before: int, after: int) -> str:
@@ -200,7 +201,7 @@ def cmd_infer(argv: Sequence[str]) -> int:
     )
     p.add_argument("--batch-size", default="1", help="envs stepped together per call (default 1)")
     p.add_argument("--seed", default="0", help="env seed of the first game (default 0)")
-    p.add_argument("--device", default="cpu", help="torch backend: cpu or cuda")
+    p.add_argument("--device", help="torch backend: cpu or cuda (default cpu)")
     p.add_argument("--checkpoint", metavar="PATH", help="a checkpoint of the run (default: latest)")
     p.add_argument("--list-backends", action="store_true", help="which backends can run here")
     p.add_argument(
@@ -212,6 +213,7 @@ def cmd_infer(argv: Sequence[str]) -> int:
     p.add_argument(
         "--force", action="store_true", help="overwrite existing --time-output/--step-output files"
     )
+    add_rollout_flags(p)
     args = p.parse_args(list(argv))
     if args.list_backends:
         return _list_backends(args.run_dir)
@@ -227,10 +229,14 @@ def cmd_infer(argv: Sequence[str]) -> int:
         raise UserInputError(f"--seed must be an integer, got {args.seed!r}") from None
     from rlperf.deploy.backends import BACKENDS
 
-    names = args.backend or ([] if not args.check_fidelity else None)
+    names = args.backend or (["torch"] if not args.check_fidelity else None)
     for name in names or []:
         if name not in BACKENDS:
             raise UserInputError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
+    args.run_dir, checkpoint = split_checkpoint(args.run_dir)  # the thesis names a checkpoint
+    if checkpoint is not None and args.checkpoint:
+        raise UserInputError(f"{checkpoint} is a checkpoint already; drop --checkpoint")
+    args.checkpoint = args.checkpoint or checkpoint
     for output in (args.time_output, args.step_output):
         if output and Path(output).exists() and not args.force:
             raise UserInputError(f"{output} already exists; pass --force to overwrite it")
@@ -266,30 +272,38 @@ def _infer(args, names, threads, batch, episodes, steps, seed) -> int:  # noqa: 
 
     run_dir = resolve_policy_source(args.run_dir)  # read only: a shipped policy works too
     policy = load_run_policy(run_dir, Path(args.checkpoint) if args.checkpoint else None)
+    setup = apply_rollout_flags(args, policy)
     if args.check_fidelity:
-        return _fidelity(args, policy, names, threads, batch, episodes, steps, seed)
+        return _fidelity(args, policy, names, threads, batch, episodes, steps, seed, setup.device)
     if not names or len(names) != 1:
         raise UserInputError("give one --backend (several only with --check-fidelity)")
     if episodes is None and steps is None:
         raise UserInputError("give --episodes N or --steps N")
+    if setup.step_output and setup.step_output.exists() and not args.force:
+        raise UserInputError(f"{setup.step_output} already exists; pass --force to overwrite it")
     from rlperf.deploy.backends import make_backend
     from rlperf.deploy.infer import run_measured, write_csv
 
-    backend = make_backend(names[0], policy, threads, batch, device=args.device)
+    for note in setup.notes:
+        print(note)
+    backend = make_backend(names[0], policy, threads, batch, device=setup.device)
     result, energy = run_measured(
-        backend, policy, episodes=episodes, steps=steps, seed=seed, batch_size=batch
-    )
+        backend, policy, episodes=episodes, steps=steps, seed=seed, batch_size=batch,
+        video_dir=setup.video_dir,
+    )  # fmt: skip
     if args.time_output:
         write_csv(Path(args.time_output), result.episodes, force=args.force, energy=energy)
-    if args.step_output:
-        write_csv(Path(args.step_output), result.steps, force=args.force)
+    if setup.step_output:
+        write_csv(setup.step_output, result.steps, force=args.force)
     print(f"backend: {backend.detail}")
     print(result.summary(names[0], batch, threads))
     print(energy.line())
+    if setup.video_dir is not None:
+        print(f"videos: {len(list(setup.video_dir.glob('game-*.mp4')))} in {setup.video_dir}")
     return 0
 
 
-def _fidelity(args, policy, names, threads, batch, episodes, steps, seed) -> int:  # noqa: ANN001
+def _fidelity(args, policy, names, threads, batch, episodes, steps, seed, device) -> int:  # noqa: ANN001
     from rlperf.deploy.backends import backend_status, make_backend
     from rlperf.deploy.dataset import load_observations, record_observations
     from rlperf.deploy.fidelity import check_fidelity, format_report
@@ -299,7 +313,7 @@ def _fidelity(args, policy, names, threads, batch, episodes, steps, seed) -> int
         skipped = [f"{n} ({r})" for n, r in backend_status(policy) if r is not None]
         if skipped:
             print("skipped: " + "; ".join(skipped))
-    backends = [make_backend(n, policy, threads, batch, device=args.device) for n in names]
+    backends = [make_backend(n, policy, threads, batch, device=device) for n in names]
     if args.dataset:
         obs = load_observations(Path(args.dataset), policy.obs_shape, policy.obs_dtype)
     else:

@@ -154,10 +154,14 @@ def run_greedy(
     seed: int = 0,
     batch_size: int = 1,
     warmup: int = WARMUP_CALLS,
+    video_dir: Path | None = None,
 ) -> InferenceResult:
     """Play greedy (argmax) actions of ``backend`` until ``episodes`` games have ended or
-    ``steps`` calls were made (whichever is set; both: the first reached)."""
+    ``steps`` calls were made (whichever is set; both: the first reached). With
+    ``video_dir``, the first env's games are recorded there, one file each (outside the
+    timed calls)."""
     from rlperf.envs.make import make_env
+    from rlperf.envs.video import ATARI_FPS, GameVideos
 
     if episodes is None and steps is None:
         raise UserInputError("give --episodes N or --steps N")
@@ -167,6 +171,10 @@ def run_greedy(
         make_env(policy.cfg.env, policy.dim, seed + i, training=False) for i in range(batch_size)
     ]
     obs = np.stack([env.reset(seed=seed + i) for i, env in enumerate(envs)])
+    videos = None
+    if video_dir is not None:
+        videos = GameVideos(video_dir, ATARI_FPS / policy.cfg.env.mean_frameskip)
+        videos.add(envs[0].screen_rgb())
     clock = time.perf_counter_ns
     warmup_ns = []
     for _ in range(warmup):
@@ -197,12 +205,18 @@ def run_greedy(
             )  # fmt: skip
             open_times[i].append(elapsed)
             open_reward[i] += reward  # the evaluation env does not clip rewards
+            if videos is not None and i == 0:
+                videos.add(env.screen_rgb())
             if terminated or truncated:  # no episodic life here: this is the game's end
                 total = game_end[0] if game_end is not None else open_reward[i]
                 done.append(_episode(len(done), open_times[i], total))
                 open_times[i], open_reward[i] = [], 0.0
                 games[i] += 1
                 o = env.reset()
+                if videos is not None and i == 0:
+                    videos.end_game()
+                    if episodes is None or len(done) < episodes:
+                        videos.add(env.screen_rgb())
             obs[i] = o
     if episodes is not None:
         done = done[:episodes]  # with K envs several games can end on the last call
@@ -212,6 +226,8 @@ def run_greedy(
             if open_times[i]:
                 done.append(_episode(len(done), open_times[i], open_reward[i]))
                 unfinished += 1
+    if videos is not None:
+        videos.close()
     for env in envs:
         close = getattr(env, "close", None)
         if close is not None:
