@@ -8,6 +8,8 @@ part               sweep                                       the thesis
 =================  ==========================================  =============================
 training           thesis-training                             Table 3.2, Figs 4.1-4.9
 cpu                thesis-cpu                                  Table 3.3, Figs 4.10-4.11
+cpu-scaled         thesis-cpu-scaled (written for the machine) Table 3.3 on this machine's
+                                                               CPUs (sweep/thesis_cpu_scaled)
 workers            thesis-workers                              the worker trends of Figs
                                                                4.2, 4.3 and 4.8 on the CPU
 models             thesis-models                               Fig 3.3a (model selection)
@@ -70,6 +72,7 @@ class StudyBudget:
         by_part: dict[str, list[tuple[str, Any]]] = {
             "training": training,
             "cpu": training,
+            "cpu-scaled": training,
             "workers": training,
             "models": [
                 ("stop.iterations", self.model_iterations),
@@ -87,6 +90,7 @@ class StudyBudget:
 PARTS: dict[str, str] = {
     "training": "thesis-training",
     "cpu": "thesis-cpu",
+    "cpu-scaled": "thesis-cpu-scaled",
     "workers": "thesis-workers",
     "models": "thesis-models",
     "inference": "thesis-inference",
@@ -126,12 +130,15 @@ def run_thesis(
     from rlperf.sweep.plan import plan_points
     from rlperf.sweep.run import run_sweep
     from rlperf.sweep.spec import load_spec
+    from rlperf.sweep.thesis_cpu_scaled import NAME, write_scaled_cpu_spec
 
     machine = Machine.detect()
     budget = budget or study_budget(machine.cores, machine.gpus)
     failed, dirs, commands = 0, [], []
     for part in parts:
         sweep = PARTS[part]
+        if sweep == NAME:  # not shipped: written for this machine's CPUs
+            sweep = str(write_scaled_cpu_spec(machine, runs_dir))
         spec, overrides = load_spec(sweep), budget.overrides(part)
         out = runs_dir / part
         planned = plan_points(spec, overrides, machine)
