@@ -26,6 +26,8 @@ that fails or runs out of time is recorded as such and the next one still runs.
 Both end with 7: ``summary.json``, ``summary.md`` (the table and every command),
 ``check.log`` (every step's output) and the report's figures in OUT, at most 8 files. The
 summary is rewritten after every step, so a command cut short still returns what it did.
+With ``RLPERF_RAY_PARTS=DIR`` (Ray's wheel carried in parts, ``scripts/gpu_ray_parts.sh``)
+setup installs Ray too, and step 6 runs the thesis's own workers (runner ``rllib``).
 ``--skip STEP,...`` leaves steps out (those measured before, to fit the lent minutes);
 ``--set KEY=VALUE`` adds an override to every training command.
 """
@@ -52,6 +54,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELS = ROOT / ".gpu-wheels"
+RAY_DEPS = ROOT / ".gpu-ray" / "deps"
+RAY_PARTS_ENV = "RLPERF_RAY_PARTS"
+"""A folder on the GPU machine holding Ray's wheel in parts (scripts/gpu_ray_parts.sh):
+setup joins, checks and installs it, and the placements then use the thesis's workers."""
 RLPERF = [sys.executable, "-m", "rlperf"]
 GAME = ["--env", "ALE/Pong-v5"]
 PRESET = ["--preset", "atari-fast-gpu"]
@@ -203,6 +209,15 @@ class Check:
     def setup(self) -> None:
         step = self.step("setup")
         wheels = sorted(WHEELS.glob("*.whl"))
+        parts = os.environ.get(RAY_PARTS_ENV)
+        if parts and not self.dry:
+            try:
+                ray_wheel = join_parts(Path(parts), self.work)
+            except (OSError, ValueError) as exc:  # the check goes on without Ray, and says so
+                step.figures["ray_wheel"] = f"not installed: {exc}"
+            else:
+                wheels += [ray_wheel, *sorted(RAY_DEPS.glob("*.whl"))]
+                step.figures["ray_wheel"] = ray_wheel.name
         if wheels and not self.dry:
             site = self.work / "site"
             pip = [sys.executable, "-m", "pip", "install", *PIP_OFFLINE, "--target"]
@@ -382,6 +397,22 @@ class Check:
 
 
 # ---------------------------------------------------------------------- reading results
+
+
+def join_parts(parts_dir: Path, work: Path) -> Path:
+    """The wheel that ``parts_dir``'s ``ray.whl.part-*`` were split from, joined in ``work``
+    and checked against ``ray.whl.sha256`` (a part lost or cut short in transit fails)."""
+    import hashlib
+
+    expected, name = (parts_dir / "ray.whl.sha256").read_text().split()
+    wheel = work / name
+    with wheel.open("wb") as out:
+        for part in sorted(parts_dir.glob("ray.whl.part-*")):
+            out.write(part.read_bytes())
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if digest != expected:
+        raise ValueError(f"{name}: the joined parts do not match ray.whl.sha256 (a part missing?)")
+    return wheel
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -98,3 +98,27 @@ def test_an_unknown_step_to_skip_is_refused_with_the_valid_ones(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2
     assert "unknown steps ['placement']" in done.stderr and "placements" in done.stderr
+
+
+def test_rays_wheel_carried_in_parts_is_joined_and_checked(tmp_path):
+    """Ray's wheel is over one call's carry limit: it travels in parts
+    (scripts/gpu_ray_parts.sh) and setup joins them; a part lost in transit is caught."""
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", CHECK.with_suffix(".py"))
+    check = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = check  # its dataclasses look their module up there
+    spec.loader.exec_module(check)
+    wheel = os.urandom(10_000)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i, start in enumerate(range(0, len(wheel), 4_000)):
+        (parts / f"ray.whl.part-a{'abc'[i]}").write_bytes(wheel[start : start + 4_000])
+    digest = hashlib.sha256(wheel).hexdigest()
+    (parts / "ray.whl.sha256").write_text(f"{digest}  ray-2.60.0-cp312-cp312-x.whl\n")
+    joined = check.join_parts(parts, tmp_path)
+    assert joined.name == "ray-2.60.0-cp312-cp312-x.whl" and joined.read_bytes() == wheel
+    (parts / "ray.whl.part-ab").unlink()
+    with pytest.raises(ValueError, match="do not match"):
+        check.join_parts(parts, tmp_path)
