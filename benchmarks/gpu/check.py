@@ -19,7 +19,11 @@ that fails or runs out of time is recorded as such and the next one still runs.
      each actor's engine on every core, the learner on 14 torch threads), ``compiled``
      (PPO with ``runner.compile`` instead of the graph);
   6. ``placements``: the thesis's single-GPU placements (sweep ``thesis-placements``) for
-     ``--placement-seconds`` each, then ``rlperf report`` on them.
+     ``--placement-seconds`` each; ``workers_gpu``: its workers on the GPU, 2 to 16 of them
+     (``thesis-workers``: RAM and GPU memory against the workers, Fig 4.3); and
+     ``inference_gpu``: Table 3.4 as one GPU allows (``thesis-inference``: R1 and R5 on
+     the GPU, R8 on the CPU; the first game apart from the steady steps). The last two need
+     the thesis's workers (Ray); ``rlperf report`` on all of them after each.
 ``check.sh --pong OUT`` (at most 3 x ``--pong-cap`` seconds):
   5. ``pong``: Pong to a mean of 17 over 100 games and EMA 17 with seeds 1, 2 and 3, one
      after the other, each stopped at the cap (a cap reached is recorded, not hidden).
@@ -82,7 +86,24 @@ DRY_TRAINED = ("ppo",)
 preset's); a CPU cannot tell the others apart, so a dry run checks their configs only."""
 PIP_OFFLINE = ["-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade"]
 PYTEST = ["-q", "-rfE", "-p", "no:cacheprovider", "--durations=5"]
-MAIN_STEPS = ("cuda_tests", "env_ceiling", "train", *VARIANTS, "placements")
+MAIN_STEPS = (
+    "cuda_tests", "env_ceiling", "train", *VARIANTS, "placements", "workers_gpu", "inference_gpu",
+)  # fmt: skip
+THESIS_SWEEPS = {
+    # step: (the shipped sweep, its overrides): the thesis's GPU half beside the placements
+    # (the thesis's workers when Ray is installed: RLPERF_RAY_PARTS)
+    "workers_gpu": (  # Fig 4.3: RAM and GPU memory against 2, 4, 8, 16 workers on the GPU
+        "thesis-workers",
+        ["runner.learner_device=cuda:0", "runner.actor_device=cuda:0", "stop.iterations=3",
+         "telemetry.warmup_iterations=1"],
+    ),
+    "inference_gpu": (  # Table 3.4: R1-R8 as one GPU allows (R5 = gpu0 alone, R8 the CPU)
+        "thesis-inference",
+        ["infer.episodes=2"],
+    ),
+}  # fmt: skip
+FIGURE_ORDER = ("memory", "inference_latency", "phase_times", "utilisation", "phase_breakdown")
+"""The report's figures OUT keeps first (the thesis's Figs 4.3, 4.12, 4.9)."""
 MAX_FIGURES = 5  # with summary.json, summary.md and check.log: at most 8 files in OUT
 GRACE_S = 20.0  # after SIGINT at a step's limit, time to write the manifest before SIGKILL
 
@@ -127,6 +148,7 @@ class Check:
         self.work = Path(tempfile.mkdtemp(prefix="rlperf-gpu-check-"))
         self.log = (out / "check.log").open("a", encoding="utf-8")
         self.steps: list[Step] = []
+        self.sweeps: list[Path] = []  # the thesis's sweeps so far, for the report
         self.machine: dict[str, Any] = {}
         self.env = dict(os.environ, PYTHONUNBUFFERED="1", CI="1")
         # precision=auto's timings: shared by every step of the machine (a warm cache for
@@ -296,15 +318,39 @@ class Check:
             ],
             3 * (self.budgets.placement_s + 60),
         )
-        points: dict[str, dict[str, Any]] = {}
-        for line in _lines(sweep / "sweep.jsonl"):  # the last line of a point is its outcome
-            points[line["point"]] = {"status": line.get("status"), "note": line.get("reason")}
-        for run in sorted((sweep / "runs").glob("*")):
-            points.setdefault(run.name, {}).update(run_figures(run))
-        step.figures["points"] = points
+        step.figures["points"] = sweep_points(sweep)
+        self.report(step, sweep)
+
+    def thesis_sweep(self, name: str) -> None:
+        """Steps 6b-6c (:data:`THESIS_SWEEPS`): a shipped sweep of the thesis's with the
+        thesis's own workers, which need Ray; dry, the sweep's plan only (its points, what
+        this machine would skip, every config checked)."""
+        step = self.step(name)
+        sweep, overrides = THESIS_SWEEPS[name]
+        out = self.work / name
+        if self.dry:
+            self.run(step, [*RLPERF, "sweep", sweep, "--list", *overrides], 120)
+            step.figures["status"] = "planned" if step.status == "ok" else "refused"
+            return
+        if not self.ray_installed():
+            step.status = "skipped: needs Ray for the thesis's workers (RLPERF_RAY_PARTS)"
+            return
+        self.run(step, [*RLPERF, "sweep", sweep, "-o", str(out), *overrides], 420)
+        step.figures["points"] = sweep_points(out)
+        self.report(step, out)
+
+    def ray_installed(self) -> bool:
+        """Ray importable by the steps' processes (installed by setup, or already there)."""
+        import importlib.util
+
+        return (self.work / "site" / "ray").is_dir() or importlib.util.find_spec("ray") is not None
+
+    def report(self, step: Step, sweep: Path) -> None:
+        """One report over every sweep so far and step 4's run, rebuilt after each sweep
+        (a later step cut short keeps the earlier figures); its figures to OUT."""
+        self.sweeps.append(sweep)
         report = self.work / "report"
-        # the atari-fast-gpu run of step 4 beside the thesis's placements
-        runs = [str(sweep), *map(str, (self.work / "runs").glob("train"))]
+        runs = [*map(str, self.sweeps), *map(str, (self.work / "runs").glob("train"))]
         self.run(step, [*RLPERF, "report", *runs, "-o", str(report)], 120)
         self.keep_figures(report)
 
@@ -315,9 +361,8 @@ class Check:
         the same copy as on the GPU machine with 2 workers a point, 64 steps each and 1
         epoch (points set their own worker counts, which command-line overrides do not
         change)."""
-        import importlib.util
 
-        if not self.dry and importlib.util.find_spec("ray") is not None:
+        if not self.dry and self.ray_installed():
             return "thesis-placements"
         import yaml
 
@@ -376,14 +421,15 @@ class Check:
         return None
 
     def keep_figures(self, report: Path) -> None:
-        """Copy the report's figures to OUT (at most MAX_FIGURES, named after the step)."""
-        kept = sorted(p for p in self.out.glob("*.png"))
-        for png in sorted(report.rglob("*.png")):
-            if len(kept) >= MAX_FIGURES:
-                break
+        """Copy the report's figures to OUT, :data:`FIGURE_ORDER` first (at most
+        MAX_FIGURES; a newer report's figure replaces the older one of the same name)."""
+        rank = {name: i for i, name in enumerate(FIGURE_ORDER)}
+        figures = sorted(report.rglob("*.png"), key=lambda p: (rank.get(p.stem, 99), p.name))
+        for png in figures:
             target = self.out / f"{report.name}-{png.name}"
+            if not target.exists() and len(list(self.out.glob("*.png"))) >= MAX_FIGURES:
+                break
             shutil.copyfile(png, target)
-            kept.append(target)
 
     def write_summary(self) -> None:
         data = {
@@ -397,6 +443,16 @@ class Check:
 
 
 # ---------------------------------------------------------------------- reading results
+
+
+def sweep_points(sweep: Path) -> dict[str, dict[str, Any]]:
+    """Each point of a finished sweep: its outcome (the last ledger line) and run figures."""
+    points: dict[str, dict[str, Any]] = {}
+    for line in _lines(sweep / "sweep.jsonl"):
+        points[line["point"]] = {"status": line.get("status"), "note": line.get("reason")}
+    for run in sorted((sweep / "runs").glob("*")):
+        points.setdefault(run.name, {}).update(run_figures(run))
+    return points
 
 
 def join_parts(parts_dir: Path, work: Path) -> Path:
@@ -668,7 +724,12 @@ def main() -> int:
         for name in MAIN_STEPS:
             if name in skip:
                 continue
-            run = partial(check.variant, name) if name in VARIANTS else getattr(check, name)
+            if name in VARIANTS:
+                run = partial(check.variant, name)
+            elif name in THESIS_SWEEPS:
+                run = partial(check.thesis_sweep, name)
+            else:
+                run = getattr(check, name)
             check.guarded(run, name)
     print((args.out / "summary.md").read_text())
     return 0

@@ -37,7 +37,7 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
     steps = {s["name"]: s for s in summary["steps"]}
     assert list(steps) == [
         "setup", "cuda_tests", "env_ceiling", "train", "eager", "ppo", "workers4", "all_cores",
-        "compiled", "placements",
+        "compiled", "placements", "workers_gpu", "inference_gpu",
     ]  # fmt: skip
     assert all(s["status"] == "ok" for s in steps.values()), steps
     assert summary["machine"]["cores"] >= 1 and summary["machine"]["torch"]
@@ -61,6 +61,9 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
         and "env.num_threads=" in commands["all_cores"]
     )
     assert "algo=ppo runner.name=inproc" in commands["ppo"]
+    for name in ("workers_gpu", "inference_gpu"):  # the thesis's GPU half: planned, checked
+        assert steps[name]["figures"] == {"status": "planned"}, name
+        assert "--list" in commands[name]
     points = steps["placements"]["figures"]["points"]
     assert points["Exp1-cpu_only"]["status"] == "completed"
     assert points["Exp1-cpu_only"]["iterations"] >= 1
