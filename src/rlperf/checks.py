@@ -83,6 +83,16 @@ def check_devices(cfg: RunnerConfig) -> None:
                 )
         elif device.type == "mps" and not torch.backends.mps.is_available():
             raise ConfigError(f"{key}={name} but MPS is not available here; use cpu")
+    on_cuda = any(torch.device(d).type == "cuda" for d in (cfg.learner_device, cfg.actor_device))
+    if on_cuda and cfg.num_learners > 1:
+        # each learner rank takes cuda:RANK (data_parallel.rank_config)
+        count = torch.cuda.device_count()
+        if count < cfg.num_learners:
+            raise ConfigError(
+                f"runner.num_learners={cfg.num_learners} puts one learner on each of "
+                f"cuda:0..cuda:{cfg.num_learners - 1}, but {count} CUDA device(s) are visible; "
+                f"valid: runner.num_learners <= {count}, or cpu devices"
+            )
 
 
 def check_cpus(cfg: RunnerConfig) -> None:

@@ -21,7 +21,6 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import torch
@@ -55,6 +54,7 @@ from rlperf.core.nan_guard import NonFiniteError, NonFiniteGuard, batch_tensors
 from rlperf.core.resources import apply_cpu_resources, retain_freed_memory
 from rlperf.core.schedule_clock import ScheduleClock
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
+from rlperf.core.signals import SignalScope
 from rlperf.core.types import Progress
 from rlperf.models.catalog import build_model
 from rlperf.telemetry.console import ConsoleView
@@ -65,15 +65,11 @@ from rlperf.telemetry.sysmon import SystemMonitor
 from rlperf.telemetry.timers import PhaseTimer
 
 
-class _StopSignal:
+class _StopSignal(SignalScope):
     """SIGINT/SIGTERM: the first asks for a clean stop after the current iteration (with a
     checkpoint); a second SIGINT aborts at once."""
 
-    def __init__(self) -> None:
-        self.received: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+    def on_signal(self, signum: int) -> None:
         if self.received is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.received = signal.Signals(signum).name
@@ -82,15 +78,6 @@ class _StopSignal:
             file=sys.stderr,
             flush=True,
         )
-
-    def __enter__(self) -> _StopSignal:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def default_run_name(cfg: RunConfig) -> str:

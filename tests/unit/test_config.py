@@ -402,3 +402,17 @@ def test_print_config_checks_and_prints_the_run_config_without_writing(capsys, t
     code, out, err = run_cli(capsys, *argv, "--runner", "hogwild")
     assert code == 2 and out == "" and "runner hogwild runs algorithm a3c, not ppo" in err
     assert not any(tmp_path.iterdir())
+
+
+def test_data_parallel_learners_on_cuda_need_a_device_each(monkeypatch):
+    from rlperf.checks import check_devices
+    from rlperf.config.schema import RunnerConfig
+
+    # a fake machine with one CUDA device (faked: no GPU is needed to check the arithmetic)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    two = RunnerConfig(learner_device="cuda", actor_device="cuda", num_learners=2)
+    with pytest.raises(ConfigError, match=r"num_learners=2 .* but 1 CUDA device\(s\)"):
+        check_devices(two)
+    check_devices(RunnerConfig(learner_device="cuda", num_learners=1))  # one learner fits
+    check_devices(RunnerConfig(num_learners=2))  # learners on the CPU need no GPU

@@ -16,7 +16,12 @@ import torch
 
 from rlperf.algos.metrics import value_fit
 from rlperf.algos.returns import gae
-from rlperf.algos.surrogate import SurrogateBatch, SurrogateSettings, surrogate_epochs
+from rlperf.algos.surrogate import (
+    SurrogateBatch,
+    SurrogateSettings,
+    minibatch_size,
+    surrogate_epochs,
+)
 from rlperf.config.schema import PPOConfig
 from rlperf.core.protocols import GradientStep, OptimizerSpec
 from rlperf.core.types import DataSpec, Progress, Rollout
@@ -57,9 +62,7 @@ class PPO:
 
     def minibatch_size(self, batch_size: int) -> int:
         """Samples per minibatch: ``minibatch_size`` when set, else an even split."""
-        if self.cfg.minibatch_size is not None:
-            return min(self.cfg.minibatch_size, batch_size)
-        return max(batch_size // (self.cfg.num_minibatches or 1), 1)
+        return minibatch_size(batch_size, self.cfg.minibatch_size, self.cfg.num_minibatches)
 
     def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         cfg = self.cfg

@@ -42,6 +42,7 @@ from rlperf.algos.surrogate import (
     SurrogateSettings,
     clipped_surrogate,
     minibatch_epochs,
+    minibatch_size,
     value_error,
 )
 from rlperf.config.schema import RNDConfig
@@ -91,9 +92,8 @@ class RND:
         return OptimizerSpec("adam", self.cfg.learning_rate, self.cfg.adam_eps)
 
     def minibatch_size(self, batch_size: int) -> int:
-        if self.cfg.minibatch_size is not None:
-            return min(self.cfg.minibatch_size, batch_size)
-        return max(batch_size // (self.cfg.num_minibatches or 1), 1)
+        """Samples per minibatch: ``minibatch_size`` when set, else an even split."""
+        return minibatch_size(batch_size, self.cfg.minibatch_size, self.cfg.num_minibatches)
 
     def normalise(self, frames: torch.Tensor) -> torch.Tensor:
         """Frames (B, *input_shape) as the RND networks take them: standardised, clipped."""

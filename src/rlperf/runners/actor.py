@@ -16,15 +16,20 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import torch
 
-from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
 from rlperf.models.policy import ActorCritic
-from rlperf.runners.child import ProcessStart, run_child, say_hello, wait_for_free_slot
+from rlperf.runners.child import (
+    ProcessStart,
+    RolloutReport,
+    run_child,
+    say_hello,
+    wait_for_free_slot,
+)
 from rlperf.runners.collector import RolloutCollector
 from rlperf.runners.shared_memory import RolloutSlots, SharedPolicyWeights
 from rlperf.telemetry.timers import PhaseTimer
@@ -50,20 +55,6 @@ class ActorSetup:
     slot_ids: list[int]
     """The slots this actor may fill at start (the learner returns them one by one)."""
     weights: SharedPolicyWeights
-
-
-@dataclass
-class RolloutReport:
-    """What an actor says about a slot it filled."""
-
-    slot: int
-    policy_version: int
-    """Version of the weights that acted for the whole rollout."""
-    episodes: list[EpisodeEnd]
-    """True games that ended, with env indices in the learner's batch."""
-    seconds: dict[str, float] = field(default_factory=dict)
-    """Actor-side time: env_step, policy_forward, weight_sync, slot_wait (waiting for a free
-    slot, i.e. for the learner)."""
 
 
 def actor_main(setup: ActorSetup, conn: Connection) -> None:

@@ -15,13 +15,14 @@ import os
 import traceback
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, TypeVar
 
 import torch
 
 from rlperf.core.resources import apply_cpu_resources, die_with_parent
+from rlperf.envs.base import EpisodeEnd
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,22 @@ def run_child(body: Callable[[Setup, Connection], None], setup: Setup, conn: Con
         with contextlib.suppress(OSError):
             conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         raise SystemExit(1) from None
+
+
+@dataclass
+class RolloutReport:
+    """What an acting process says about a rollout it wrote into shared memory: the
+    decoupled runner's actors (``slot``: one of their slots) and the play-train runner's
+    play process (``slot``: one of its chunks)."""
+
+    slot: int
+    policy_version: int
+    """Version of the weights that acted for the whole rollout."""
+    episodes: list[EpisodeEnd]
+    """True games that ended, with env indices in the learner's batch."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Acting-side time: env_step, policy_forward, weight_sync, slot_wait (waiting for a free
+    slot, i.e. for the learner)."""
 
 
 def process_resources(role: str, index: int, device: str, **extra: Any) -> dict[str, Any]:

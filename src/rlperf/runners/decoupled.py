@@ -30,10 +30,10 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
 from rlperf.models.policy import ActorCritic
-from rlperf.runners.actor import ActorSetup, RolloutReport, actor_main
+from rlperf.runners.actor import ActorSetup, actor_main
 from rlperf.runners.actor_stats import ActorStats
 from rlperf.runners.base import LocalLearner, RolloutDriver
-from rlperf.runners.child import ProcessStart
+from rlperf.runners.child import ProcessStart, RolloutReport
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.shared_memory import (
     RolloutSlots,

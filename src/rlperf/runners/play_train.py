@@ -9,7 +9,7 @@ adds transitions to the replay and makes gradient steps, so the two overlap.
   runner's seqlock) before every chunk; the trainer publishes after its gradient steps.
 - Transitions travel through a bounded queue: ``play_queue_chunks`` chunks of
   ``play_chunk_steps`` vector steps in shared memory (:class:`TransitionChunks`). The play
-  process fills a free chunk, sends ``("full", ChunkReport)`` over its pipe, and waits when
+  process fills a free chunk, sends ``("full", RolloutReport)`` over its pipe, and waits when
   no chunk is free: the trainer gives a chunk back (``("free", chunk)``) once it has copied
   it into the replay, so data is never overwritten while being read.
 - The trainer's iteration takes chunks in order, adds them to the replay and makes the
@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -44,7 +44,13 @@ from rlperf.core.errors import ActorError
 from rlperf.core.protocols import Behaviour, OffPolicyAlgorithm
 from rlperf.envs.base import EpisodeEnd
 from rlperf.envs.vector import VectorEnv
-from rlperf.runners.child import ProcessStart, run_child, say_hello, wait_for_free_slot
+from rlperf.runners.child import (
+    ProcessStart,
+    RolloutReport,
+    run_child,
+    say_hello,
+    wait_for_free_slot,
+)
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
 from rlperf.runners.shared_memory import SharedPolicyWeights
 from rlperf.runners.supervisor import Supervisor, Worker
@@ -106,19 +112,6 @@ class PlaySetup:
     weights: SharedPolicyWeights
 
 
-@dataclass
-class ChunkReport:
-    """What the play process says about a chunk it filled."""
-
-    chunk: int
-    policy_version: int
-    """Version of the weights that acted for the whole chunk."""
-    episodes: list[EpisodeEnd]
-    seconds: dict[str, float] = field(default_factory=dict)
-    """Play-side time: env_step, policy_forward, weight_sync, slot_wait (waiting for a free
-    chunk, i.e. for the trainer)."""
-
-
 # ---------------------------------------------------------------- the play process
 
 
@@ -127,7 +120,7 @@ def play_main(setup: PlaySetup, conn: Connection) -> None:
 
     Protocol over its pipe: trainer -> play ``("start", env_steps)`` once the first weights
     are published, ``("free", chunk)``, ``("stop",)``; play -> trainer ``("hello",
-    resources)``, ``("full", ChunkReport)``, ``("error", message, traceback)``.
+    resources)``, ``("full", RolloutReport)``, ``("error", message, traceback)``.
     """
     run_child(_play, setup, conn)
 
@@ -179,7 +172,7 @@ def _play(setup: PlaySetup, conn: Connection) -> None:
                 episodes += result.episodes
             seconds = timer.lap()
             keys = ("env_step", "policy_forward", "weight_sync", "slot_wait")
-            report = ChunkReport(c, version, episodes, {k: seconds.get(k, 0.0) for k in keys})
+            report = RolloutReport(c, version, episodes, {k: seconds.get(k, 0.0) for k in keys})
             conn.send(("full", report))
     finally:
         envs.close()
@@ -227,7 +220,7 @@ class PlayTrainRunner(TransitionsRunner):
             cfg.play_queue_chunks, cfg.play_chunk_steps, num_envs, self.obs_shape, obs_dtype
         )
         self.weights = SharedPolicyWeights(self.learner)
-        self._ready: deque[ChunkReport | None] = deque()  # filled chunks not consumed yet
+        self._ready: deque[RolloutReport | None] = deque()  # filled chunks not consumed yet
         self._lags: list[int] = []
         self._play_busy = 0.0  # play-side busy seconds of this iteration's chunks
         self.workers = Supervisor(
@@ -265,7 +258,7 @@ class PlayTrainRunner(TransitionsRunner):
 
     def _respawn(self, play: Worker, restarts: int) -> None:
         # Finished chunks stay valid and are read first; then the new process's episodes.
-        queued = {r.chunk for r in self._ready if r is not None}
+        queued = {r.slot for r in self._ready if r is not None}
         self._ready.append(_RESTART)
         free = [c for c in range(self.cfg.play_queue_chunks) if c not in queued]
         self._spawn(free, seed_offset=restarts * self.num_envs)
@@ -295,7 +288,7 @@ class PlayTrainRunner(TransitionsRunner):
                 self.workers.receive()
         report = self._ready.popleft()
         assert report is not None
-        c, chunks = report.chunk, self.chunks
+        c, chunks = report.slot, self.chunks
         with timer.phase("replay_add"):
             for t in range(chunks.num_steps):
                 truncated = chunks.truncated[c, t].numpy()

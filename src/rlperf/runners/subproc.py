@@ -15,6 +15,7 @@ from rlperf.config.schema import RunnerConfig
 from rlperf.core.errors import WorkerError
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
+from rlperf.envs.subproc import SubprocVectorEnv
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.inproc import InProcRunner
 from rlperf.runners.supervisor import RestartBudget
@@ -30,7 +31,10 @@ class SubprocRunner(InProcRunner):
     name = "subprocess"
 
     def __init__(self, cfg: RunnerConfig, envs: VectorEnv, algo: Algorithm, *, seed: int) -> None:
+        if not isinstance(envs, SubprocVectorEnv):
+            raise TypeError(f"the subprocess runner steps a SubprocVectorEnv, got {type(envs)}")
         super().__init__(cfg, envs, algo, seed=seed)
+        self.workers_envs = envs  # the same envs, typed: worker restarts, pids, live count
         self.seed = seed
         self.budget = RestartBudget(cfg)
 
@@ -48,7 +52,7 @@ class SubprocRunner(InProcRunner):
         if w is None or not self.budget.take(f"env worker {w}", exc):
             raise exc
         seed = self.seed + self.budget.used * self.envs.num_envs
-        obs = self.envs.restart_worker(w, seed=seed)  # type: ignore[attr-defined]
+        obs = self.workers_envs.restart_worker(w, seed=seed)
         buf.rewards_TN[t] = 0.0
         buf.dones_TN[t] = 1.0
         buf.truncation_values_TN[t] = 0.0
@@ -64,7 +68,7 @@ class SubprocRunner(InProcRunner):
     def process_resources(self) -> list[dict[str, Any]]:
         # Env workers run no torch; their thread pools are capped at 1 (subproc_worker).
         out = []
-        for w, pid in enumerate(self.envs.worker_pids):  # type: ignore[attr-defined]
+        for w, pid in enumerate(self.workers_envs.worker_pids):
             try:
                 affinity: list[int] | None = sorted(os.sched_getaffinity(pid))
             except (OSError, TypeError):  # the worker is gone (or never started)
@@ -74,6 +78,6 @@ class SubprocRunner(InProcRunner):
 
     def worker_metrics(self) -> dict[str, float]:
         return {
-            "sys/live_workers": float(self.envs.live_workers),  # type: ignore[attr-defined]
+            "sys/live_workers": float(self.workers_envs.live_workers),
             "sys/worker_restarts": float(self.budget.used),
         }

@@ -24,11 +24,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from rlperf.core.checkpoint import atomic_write_text
 from rlperf.core.errors import UserInputError, describe_exit
+from rlperf.core.signals import SignalScope
 from rlperf.sweep.plan import PlannedPoint
 
 GRACE_S = 30.0
@@ -55,16 +55,15 @@ class AttemptResult:
     timed_out: bool = False
 
 
-class SweepSignals:
+class SweepSignals(SignalScope):
     """SIGINT/SIGTERM for a running sweep or tune: remembered, and passed on to the process
     groups of the points running now (they do not share the terminal's group, so they would
     not get a Ctrl-C themselves). Installed from the main thread; children may be attached
     from any thread."""
 
     def __init__(self) -> None:
-        self.received: str | None = None
+        super().__init__()
         self._children: set[subprocess.Popen[bytes]] = set()
-        self._previous: dict[int, Any] = {}
 
     def attach(self, proc: subprocess.Popen[bytes]) -> None:
         self._children.add(proc)
@@ -74,20 +73,11 @@ class SweepSignals:
     def detach(self, proc: subprocess.Popen[bytes]) -> None:
         self._children.discard(proc)
 
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+    def on_signal(self, signum: int) -> None:
         self.received = signal.Signals(signum).name
         for child in list(self._children):
             if child.poll() is None:
                 signal_group(child, signum)
-
-    def __enter__(self) -> SweepSignals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 class CpuShares:
