@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import torch
 import torch.multiprocessing as torch_mp
 
+from rlperf.checks import check_devices
 from rlperf.config.schema import RunConfig, freeze, thawed_copy
 from rlperf.core import distributed
 from rlperf.core.errors import UserInputError
@@ -50,12 +51,14 @@ PEER_EXIT_GRACE_S = 10.0
 
 def rank_config(cfg: RunConfig, rank: int) -> RunConfig:
     """The config learner ``rank`` builds its envs, runner and algorithm from: its own env
-    seeds (after every lower rank's envs) and, on CUDA, its own GPU."""
+    seeds (after every lower rank's envs) and, on CUDA, its own GPU, checked to exist (the
+    one place a rank's config is derived; the run's own config stays as checked)."""
     local = thawed_copy(cfg)
     local.seed = cfg.seed + rank * cfg.env.num_envs
     for key in ("learner_device", "actor_device"):
         if getattr(cfg.runner, key).startswith("cuda"):
             setattr(local.runner, key, f"cuda:{rank}")
+    check_devices(local.runner)
     return freeze(local)
 
 
