@@ -136,11 +136,11 @@ def part_actors(args: argparse.Namespace) -> None:
     import ray
     import torch
 
-    from rlperf import registry
     from rlperf.config.schema import RunConfig
     from rlperf.models.catalog import build_model
     from rlperf.runners.ray_actors import RayRunner
     from rlperf.telemetry.timers import PhaseTimer
+    from rlperf.training import registry
 
     torch.set_num_threads(1)
     cfg = RunConfig()

@@ -24,7 +24,7 @@ import numpy as np
 
 from rlperf.cli import build_train_config
 from rlperf.envs.make import make_engine_envs
-from rlperf.registry import resolve_dim
+from rlperf.training.registry import resolve_dim
 
 
 def measure(train_argv: list[str], seconds: float, repeats: int) -> dict[str, object]:

@@ -319,11 +319,14 @@ def cmd_train(argv: Sequence[str]) -> int:
     cfg, args = build_train_config(argv)
     if args.print_config:
         # Every refusal a run would meet before it starts, then what config.yaml will hold.
-        from rlperf.resolve import preview
+        from rlperf.training.resolve import preview
 
         print(dump_run_config(preview(cfg)), end="")
         return 0
-    from rlperf.session import TrainingSession, default_run_name  # heavy imports after parsing
+    from rlperf.training.session import (  # heavy imports after parsing
+        TrainingSession,
+        default_run_name,
+    )
 
     resume_from: Path | None = None
     restart = False
@@ -469,13 +472,13 @@ def cmd_report(argv: Sequence[str]) -> int:
 
 
 def cmd_study(argv: Sequence[str]) -> int:
-    from rlperf.study import cmd_study as run
+    from rlperf.studies.study import cmd_study as run
 
     return run(argv)
 
 
 def cmd_bench(argv: Sequence[str]) -> int:
-    from rlperf.bench import cmd_bench as run
+    from rlperf.studies.bench import cmd_bench as run
 
     return run(argv)
 
@@ -496,7 +499,7 @@ COMMANDS = {
     "dataset": cmd_dataset,
     "quantize": cmd_quantize,
     "infer": cmd_infer,
-    # experiments (rlperf.sweep, rlperf.report, rlperf.study, rlperf.bench)
+    # experiments (rlperf.sweep, rlperf.report, rlperf.studies.study, rlperf.studies.bench)
     "sweep": cmd_sweep,
     "tune": cmd_tune,
     "report": cmd_report,

@@ -57,7 +57,7 @@ def load_agent(run_dir: Path, cfg: Any, checkpoint: Path | None, obs_shape: tupl
     from rlperf.algos.dqn import QNetwork
     from rlperf.core.checkpoint import load_policy
     from rlperf.models.catalog import build_model
-    from rlperf.registry import ALGORITHMS, acting_policy
+    from rlperf.training.registry import ALGORITHMS, acting_policy
 
     if cfg.algo not in ALGORITHMS:
         raise ConfigError(f"run uses algorithm {cfg.algo!r}; enjoy plays {', '.join(ALGORITHMS)}")
@@ -122,7 +122,7 @@ def play(
     from rlperf.deploy.policy import CONFIG_FILE, resolve_policy_source
     from rlperf.envs.make import is_atari, make_env, validate_env_id
     from rlperf.envs.montezuma import MontezumaEnv, is_montezuma
-    from rlperf.registry import resolve_dim
+    from rlperf.training.registry import resolve_dim
 
     if episodes < 1:
         raise UserInputError(f"--episodes must be >= 1, got {episodes}")

@@ -8,12 +8,12 @@ import torch
 from safetensors.torch import save_file
 
 from rlperf.algos.a3c import A3C, load_matching_weights
-from rlperf.checks import check_pairing
 from rlperf.config.schema import A3CConfig, ModelConfig, RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.types import Progress, Rollout, WorkerUpdates
 from rlperf.models.catalog import build_model
-from rlperf.resolve import check
+from rlperf.training.checks import check_pairing
+from rlperf.training.resolve import check
 
 T, N, OBS, ACTIONS = 6, 1, 5, 4
 

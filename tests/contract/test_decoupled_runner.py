@@ -7,7 +7,6 @@ import time
 import pytest
 import torch
 
-from rlperf import registry
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ActorError
 from rlperf.core.types import Progress
@@ -15,6 +14,7 @@ from rlperf.envs.make import make_env_slice
 from rlperf.models.catalog import build_model
 from rlperf.runners.decoupled import DecoupledRunner
 from rlperf.telemetry.timers import PhaseTimer
+from rlperf.training import registry
 from tests.helpers.flaky_envs import cartpole_failing_once
 
 

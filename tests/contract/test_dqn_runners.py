@@ -13,7 +13,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rlperf import registry
 from rlperf.cli import main
 from rlperf.config.load import apply_dict, load_preset
 from rlperf.config.schema import RunConfig
@@ -25,6 +24,7 @@ from rlperf.envs.make import make_env_slice
 from rlperf.models.catalog import build_model
 from rlperf.runners.play_train import PlayTrainRunner
 from rlperf.telemetry.timers import PhaseTimer
+from rlperf.training import registry
 from tests.conftest import read_metrics, start_training, wait_for_iterations
 from tests.helpers.flaky_envs import cartpole_failing_once
 from tests.unit.test_dqn import LADDER

@@ -10,14 +10,14 @@ import functools
 import pytest
 import torch
 
-from rlperf import checks, registry
 from rlperf.algos.facts import ALGORITHM_FACTS
 from rlperf.cli import build_train_config
 from rlperf.config.schema import RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
 from rlperf.models.catalog import build_model
-from rlperf.resolve import resolve
 from rlperf.runners.facts import RUNNER_FACTS
+from rlperf.training import checks, registry
+from rlperf.training.resolve import resolve
 
 ENV = {"rnd": "ALE/MontezumaRevenge-v5", "dqn": "CartPole-v1"}
 ALGO_PRESET = {"dqn": ["--preset", "dqn-cartpole"], "rnd": ["--preset", "rnd-montezuma-small"]}

@@ -12,12 +12,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import rlperf.session
-from rlperf import resolve
+import rlperf.training.session
 from rlperf.cli import build_train_config, main
 from rlperf.config.load import apply_dict, iter_fields
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import UserInputError
+from rlperf.training import resolve
 
 KEYS = [key for key, _, _ in iter_fields()]
 keys = st.one_of(st.sampled_from(KEYS), st.text(min_size=1, max_size=20))
@@ -94,7 +94,7 @@ class FakeSession:
 def test_train_command_line(
     tokens: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    monkeypatch.setattr(rlperf.session, "TrainingSession", FakeSession)
+    monkeypatch.setattr(rlperf.training.session, "TrainingSession", FakeSession)
     code = main(["train", *tokens, "--runs-root", str(tmp_path / "runs")])
     err = capsys.readouterr().err
     assert code in (0, 2), (tokens, code, err)

@@ -6,8 +6,8 @@ import pytest
 
 from rlperf.config.schema import RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
-from rlperf.resolve import check
 from rlperf.runners.ray_cluster import check_capacity, check_ray_address
+from rlperf.training.resolve import check
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlperf import registry
 from rlperf.cli import main
+from rlperf.training import registry
 from tests.conftest import read_metrics, rlperf_subprocess, start_training, wait_for_iterations
 from tests.contract.test_runner_facts import allowed
 

@@ -14,7 +14,7 @@ from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
 from rlperf.models.catalog import build_model
 from rlperf.models.rnd import RNDPolicy
-from rlperf.resolve import check
+from rlperf.training.resolve import check
 
 OBS_DIM, ACTIONS, T, N = 16, 3, 8, 4
 CFG = RNDConfig(

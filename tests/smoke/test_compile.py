@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rlperf import resolve
 from rlperf.config.schema import RunConfig
 from rlperf.core.checkpoint import list_checkpoints, load_checkpoint
 from rlperf.core.errors import ConfigError
+from rlperf.training import resolve
 from tests.conftest import read_metrics, rlperf_subprocess
 
 CARTPOLE = ("--preset", "cartpole", "-i", "3", "--no-progress", "telemetry.tensorboard=false")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rlperf.arguments import config_overrides
-from rlperf.bench import _parser, plan_from_args
 from rlperf.cli import main
+from rlperf.studies.bench import _parser, plan_from_args
 from rlperf.sweep.ledger import Ledger
 from rlperf.sweep.machine import Machine
 from rlperf.sweep.plan import plan_points

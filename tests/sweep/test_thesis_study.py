@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlperf.cli import main
-from rlperf.thesis_study import PARTS, StudyBudget, run_thesis, study_budget
+from rlperf.studies.thesis_study import PARTS, StudyBudget, run_thesis, study_budget
 
 TINY = StudyBudget(
     train_iterations=2,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlperf.bench import SUITES
 from rlperf.report.bench_scores import RunScore, game_name, reference, run_score
 from rlperf.report.bench_section import BenchCell, bench_matrices
 from rlperf.report.bench_stats import (
@@ -14,6 +13,7 @@ from rlperf.report.bench_stats import (
     improvement_probabilities,
     interval_metrics,
 )
+from rlperf.studies.bench import SUITES
 
 
 def test_human_normalisation_by_hand() -> None:

@@ -15,7 +15,7 @@ from rlperf.config.load import dump_run_config, field_docs, load_preset, parse_c
 from rlperf.config.schema import PPOConfig, RunConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
-from rlperf.resolve import resolve
+from rlperf.training.resolve import resolve
 
 
 def run_cli(capsys, *argv):
@@ -405,8 +405,8 @@ def test_print_config_checks_and_prints_the_run_config_without_writing(capsys, t
 
 
 def test_data_parallel_learners_on_cuda_need_a_device_each(monkeypatch):
-    from rlperf.checks import check_devices
     from rlperf.config.schema import RunnerConfig
+    from rlperf.training.checks import check_devices
 
     # a fake machine with one CUDA device (faked: no GPU is needed to check the arithmetic)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

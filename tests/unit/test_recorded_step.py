@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from rlperf.algos.ppo import PPO
-from rlperf.checks import check
 from rlperf.config.schema import ModelConfig, PPOConfig, RunConfig
 from rlperf.core.cuda_graph import GraphedCall
 from rlperf.core.errors import ConfigError
@@ -20,6 +19,7 @@ from rlperf.core.nan_guard import NonFiniteError, NonFiniteGuard
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
 from rlperf.models.catalog import build_model
+from rlperf.training.checks import check
 from tests.unit.test_ppo import _rollout
 
 CPU = torch.device("cpu")

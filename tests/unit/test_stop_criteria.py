@@ -5,8 +5,8 @@ from pathlib import Path
 
 from rlperf.config.schema import RunConfig
 from rlperf.envs.base import EpisodeEnd
-from rlperf.session import TrainingSession
 from rlperf.telemetry.episodes import EpisodeStats
+from rlperf.training.session import TrainingSession
 
 
 def session_with(

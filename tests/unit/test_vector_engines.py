@@ -293,9 +293,9 @@ def test_env_num_threads_sizes_the_engines_pool(engine: str) -> None:
 
 
 def test_env_num_threads_is_refused_for_the_python_engine() -> None:
-    from rlperf.checks import check
     from rlperf.config.schema import RunConfig
     from rlperf.core.errors import ConfigError
+    from rlperf.training.checks import check
 
     cfg = RunConfig()
     cfg.env.num_threads = 2

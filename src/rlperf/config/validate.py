@@ -2,7 +2,7 @@
 
 Nothing here knows another part of rlperf: how a runner, an algorithm, an env and a model
 fit together, and what this machine has, is checked from their facts tables by
-:mod:`rlperf.checks`, which calls :func:`validate` first.
+:mod:`rlperf.training.checks`, which calls :func:`validate` first.
 """
 
 from __future__ import annotations

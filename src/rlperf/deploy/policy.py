@@ -87,7 +87,7 @@ def env_spec(cfg: RunConfig) -> tuple[int, tuple[int, ...], np.dtype, int]:
     the policy saw in training.
     """
     from rlperf.envs.make import make_env, validate_env_id
-    from rlperf.registry import resolve_dim
+    from rlperf.training.registry import resolve_dim
 
     validate_env_id(cfg.env.id)
     dim = resolve_dim(cfg)

@@ -1,7 +1,7 @@
 """What rlperf knows about each kind of environment, in one table.
 
 The third facts table beside ``runners/facts.py`` and ``algos/facts.py``: the config checks
-(:mod:`rlperf.checks`) read it to refuse an engine or a model that cannot serve an env, and
+(:mod:`rlperf.training.checks`) read it to refuse an engine or a model that cannot serve an env, and
 ``model.name=auto`` reads the default model from it.
 """
 

@@ -96,7 +96,7 @@ MODELS: dict[str, ModelSpec] = {
 
 
 AUTO = "auto"
-"""The default model name: resolved against the env by :func:`rlperf.registry.default_model`."""
+"""The default model name: resolved against the env by :func:`rlperf.training.registry.default_model`."""
 
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {

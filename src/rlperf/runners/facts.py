@@ -1,7 +1,7 @@
 """What rlperf knows about each runner, in one table.
 
 Every rule of the form "runner X cannot do Y" is a field of :class:`RunnerFacts`: the
-config checks (:mod:`rlperf.checks`), the registry (which envs to build, whether RND
+config checks (:mod:`rlperf.training.checks`), the registry (which envs to build, whether RND
 corrects for lag) and the tests' algorithm x runner matrix all read ``RUNNER_FACTS``
 instead of lists of names. Adding a runner means a row here and its factory in
 ``registry.py``.

@@ -78,7 +78,7 @@ def _scratch_run(out_dir: Path, cfg: Any) -> Path:
     from rlperf.core.checkpoint import atomic_write_text, checkpoint_name, save_checkpoint
     from rlperf.deploy.policy import env_spec
     from rlperf.models.catalog import AUTO, build_model
-    from rlperf.registry import default_model
+    from rlperf.training.registry import default_model
 
     if cfg.model.name == AUTO:  # the run's config.yaml names the model actually built
         cfg.model.name = default_model(cfg.env.id)

@@ -307,7 +307,7 @@ def _needed_gpus(point: PlannedPoint, where: str) -> int:
 def _check(point: PlannedPoint, machine: Machine, where: str) -> None:
     """Set ``skip`` and ``flags``, and validate everything that does not depend on the
     hardware (a skipped point is still checked, with its devices on the CPU)."""
-    from rlperf import resolve
+    from rlperf.training import resolve
 
     point.skip = gpu_skip_reason(_needed_gpus(point, where), machine)
     if point.command == "train":

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlperf import resolve
 from rlperf.config.load import apply_dict, dump_config, load_preset, set_key
 from rlperf.config.schema import RunConfig
 from rlperf.core.checkpoint import atomic_write_text, list_checkpoints
@@ -29,6 +28,7 @@ from rlperf.report.analysis import reward_metric
 from rlperf.report.load import read_records
 from rlperf.sweep.execute import CpuShares, SweepSignals, error_line, run_process
 from rlperf.sweep.search_space import SearchSpace
+from rlperf.training import resolve
 
 DB_FILE = "study.db"
 OBJECTIVE = "time-to-target"

@@ -2,7 +2,7 @@
 
 Nothing registers itself by being imported; adding an algorithm or a runner means adding a
 line here and a row in its facts table (algos/facts.py, runners/facts.py), which
-:mod:`rlperf.checks` reads.
+:mod:`rlperf.training.checks` reads.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def resolved_model_name(cfg: RunConfig) -> str:
 
 def resolve_dim(cfg: RunConfig) -> int:
     """The Atari frame size: env.dim, else the model's designed input size, else 84 (a
-    thesis model's own size is held to by :mod:`rlperf.checks`)."""
+    thesis model's own size is held to by :mod:`rlperf.training.checks`)."""
     spec = MODELS[resolved_model_name(cfg)]
     return cfg.env.dim or spec.input_dim or 84
 
@@ -226,7 +226,7 @@ def learner_batch_size(cfg: RunConfig) -> int:
 
 
 def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
-    """The algorithm of a checked ``cfg`` (see ``rlperf.resolve``), learning ``policy``."""
+    """The algorithm of a checked ``cfg`` (see ``rlperf.training.resolve``), learning ``policy``."""
     return ALGORITHMS[cfg.algo](cfg, policy)
 
 

@@ -7,7 +7,7 @@ what ran (a resume starts from it and resolves nothing again):
 - ``model.name``: ``auto`` becomes the env's default model, ``3`` becomes ``thesis-3``;
 - ``runner.precision=auto`` (and the memory layout with it): timed on this machine;
 - every refusal (values, names, devices, and runner x algorithm x env x model from their
-  facts tables, :mod:`rlperf.checks`) is raised before anything is built, as one line.
+  facts tables, :mod:`rlperf.training.checks`) is raised before anything is built, as one line.
 
 The result is frozen (:func:`rlperf.config.schema.freeze`): assigning to it raises, so no
 part of a run can change a setting after it was checked.
@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlperf import checks, registry
 from rlperf.config.schema import RunConfig, freeze, is_frozen, thawed_copy
 from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
 from rlperf.core.autoprecision import PrecisionChoice, choose_precision
 from rlperf.models.catalog import build_model
 from rlperf.telemetry import system
+from rlperf.training import checks, registry
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class ResolvedRun:
 
 def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
     """Raise ConfigError on the first value, name or combination in ``cfg`` that cannot run
-    (every check of :mod:`rlperf.checks`)."""
+    (every check of :mod:`rlperf.training.checks`)."""
     checks.check(cfg, on_this_machine=on_this_machine)
 
 

@@ -26,7 +26,6 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from rlperf import data_parallel, registry, resolve
 from rlperf.config.load import dump_run_config
 from rlperf.config.schema import RunConfig
 from rlperf.core import distributed
@@ -63,6 +62,7 @@ from rlperf.telemetry.manifest import run_manifest
 from rlperf.telemetry.sinks import CsvSink, JsonlSink, TensorBoardSink, truncate_records
 from rlperf.telemetry.sysmon import SystemMonitor
 from rlperf.telemetry.timers import PhaseTimer
+from rlperf.training import data_parallel, registry, resolve
 
 
 class _StopSignal(SignalScope):

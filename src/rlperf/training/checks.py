@@ -1,6 +1,6 @@
 """Every check a run's config passes before anything is built, in one place.
 
-:func:`check` is the one entry (:mod:`rlperf.resolve` calls it for every run; the sweep
+:func:`check` is the one entry (:mod:`rlperf.training.resolve` calls it for every run; the sweep
 planner calls it for every point). The ranges of single keys live in
 :mod:`rlperf.config.validate`, which needs nothing but the config; everything that relates
 one part of a run to another is decided here from declared facts:
@@ -21,7 +21,6 @@ import os
 
 import torch
 
-from rlperf import registry
 from rlperf.algos.facts import ALGORITHM_FACTS
 from rlperf.config.schema import RunConfig, RunnerConfig
 from rlperf.config.validate import validate
@@ -31,6 +30,7 @@ from rlperf.envs.make import validate_env_id
 from rlperf.models.catalog import MODELS
 from rlperf.runners.facts import RUNNER_FACTS, runners_with
 from rlperf.runners.ray_cluster import check_ray_address
+from rlperf.training import registry
 
 
 def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:

@@ -23,12 +23,12 @@ from typing import Any, Protocol
 import torch
 import torch.multiprocessing as torch_mp
 
-from rlperf.checks import check_devices
 from rlperf.config.schema import RunConfig, freeze, thawed_copy
 from rlperf.core import distributed
 from rlperf.core.errors import UserInputError
 from rlperf.core.protocols import Algorithm
 from rlperf.runners.base import Runner
+from rlperf.training.checks import check_devices
 
 
 class LearnerSession(Protocol):

@@ -116,7 +116,7 @@ def _move_aside(path: Path) -> Path | None:
 
 
 def cmd_study(argv: Sequence[str]) -> int:
-    from rlperf import thesis_study
+    from rlperf.studies import thesis_study
 
     p = ArgumentParser(
         prog="rlperf study",
