@@ -64,3 +64,19 @@ def test_the_session_reads_a_frozen_resolved_config(tmp_path):
     assert session.cfg.model.name == "nature"  # auto resolved for the Atari default
     with pytest.raises(dataclasses.FrozenInstanceError):
         session.cfg.stop.total_timesteps = 10
+
+
+def test_the_first_budget_met_wins_and_the_eta_is_the_nearest():
+    from rlperf.config.schema import StopConfig
+    from rlperf.training.stop_criteria import Counters, eta_s, stop_reason
+
+    stop = StopConfig(total_timesteps=1000, iterations=10, wall_time_s=60.0)
+    assert stop_reason(stop, Counters(3, 500, 10.0), reward=None) is None
+    assert stop_reason(stop, Counters(10, 500, 10.0), reward=None) == "iterations"
+    assert stop_reason(stop, Counters(10, 1000, 61.0), reward=None) == "total_timesteps"
+    stop.target_reward = 17.0
+    assert stop_reason(stop, Counters(10, 1000, 61.0), reward=17.0) == "target_reward"
+    assert stop_reason(stop, Counters(1, 10, 1.0), reward=16.9) is None
+    # 500 steps left at 100 SPS (5 s), 7 iterations of 2 s (14 s), 50 s of wall time
+    assert eta_s(stop, Counters(3, 500, 10.0), sps=100.0, iteration_s=2.0) == 5.0
+    assert eta_s(StopConfig(total_timesteps=None), Counters(0, 0, 0.0), 1.0, 1.0) is None

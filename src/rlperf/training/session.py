@@ -63,6 +63,7 @@ from rlperf.telemetry.sinks import CsvSink, JsonlSink, TensorBoardSink, truncate
 from rlperf.telemetry.sysmon import SystemMonitor
 from rlperf.telemetry.timers import PhaseTimer
 from rlperf.training import data_parallel, registry, resolve
+from rlperf.training.stop_criteria import Counters, eta_s, reward_metric, stop_reason
 
 
 class _StopSignal(SignalScope):
@@ -264,40 +265,22 @@ class TrainingSession:
         :class:`~rlperf.core.schedule_clock.ScheduleClock`)."""
         return self.clock.fraction_left(env_steps, self.iteration, self.time_total_s)
 
-    def _reward_metric(self) -> float | None:
-        metric = self.cfg.stop.target_reward_metric
-        if metric == "ema":
-            return self.stats.ema
-        # mean100 needs a full window: a lucky first episode must not end the run.
-        if len(self.stats.returns) < self.stats.returns.maxlen:  # type: ignore[operator]
-            return None
-        mean = sum(self.stats.returns) / len(self.stats.returns)
-        if metric == "mean100":
-            return mean
-        # mean100+ema: both must reach the target, i.e. the lower of the two.
-        return None if self.stats.ema is None else min(mean, self.stats.ema)
+    def _counters(self) -> Counters:
+        return Counters(self.iteration, self.env_steps, self.time_total_s)
 
     def _stop_reason(self) -> str | None:
         stop = self.cfg.stop
-        if stop.target_reward is not None:
-            value = self._reward_metric()
-            if value is not None and value >= stop.target_reward:
-                if self.target_reached is None:
-                    self.target_reached = {
-                        "metric": stop.target_reward_metric,
-                        "value": value,
-                        "iteration": self.iteration,
-                        "env_steps": self.env_steps,
-                        "wall_time_s": self.time_total_s,
-                    }
-                return "target_reward"
-        if stop.total_timesteps is not None and self.env_steps >= stop.total_timesteps:
-            return "total_timesteps"
-        if stop.iterations is not None and self.iteration >= stop.iterations:
-            return "iterations"
-        if stop.wall_time_s is not None and self.time_total_s >= stop.wall_time_s:
-            return "wall_time_s"
-        return None
+        reward = reward_metric(self.stats, stop.target_reward_metric)
+        reason = stop_reason(stop, self._counters(), reward)
+        if reason == "target_reward" and self.target_reached is None:
+            self.target_reached = {
+                "metric": stop.target_reward_metric,
+                "value": reward,
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "wall_time_s": self.time_total_s,
+            }
+        return reason
 
     # ------------------------------------------------------------------ telemetry
 
@@ -603,12 +586,4 @@ class TrainingSession:
         return distributed.agree_on_stop(signal_name is not None, decide)
 
     def _eta(self, record: dict[str, Any]) -> float | None:
-        stop, sps = self.cfg.stop, record["SPS"]
-        etas = []
-        if stop.total_timesteps and sps > 0:
-            etas.append((stop.total_timesteps - self.env_steps) / sps)
-        if stop.iterations:
-            etas.append((stop.iterations - self.iteration) * record["time_this_iter_s"])
-        if stop.wall_time_s:
-            etas.append(stop.wall_time_s - self.time_total_s)
-        return max(min(etas), 0.0) if etas else None
+        return eta_s(self.cfg.stop, self._counters(), record["SPS"], record["time_this_iter_s"])
