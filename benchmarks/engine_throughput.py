@@ -132,7 +132,8 @@ def envpool_raw(env_id: str, num_envs: int, steps: int, seed: int, threads: int,
     """Bare EnvPool, next-step autoreset, no bookkeeping (same knobs as envpool_sync)."""
     import envpool
 
-    from rlperf.envs.envpool_env import envpool_options, envpool_task_id
+    from rlperf.envs.envpool_env import envpool_task_id
+    from rlperf.envs.envpool_options import envpool_options
 
     cfg = EnvConfig(id=env_id, num_envs=num_envs)
     pool = envpool.make(

@@ -16,7 +16,6 @@ TO_SPLIT = {  # module: the most lines it may have until it is split
     "report/plots.py": 480,
     "report/build.py": 467,
     "telemetry/sysmon.py": 467,
-    "envs/envpool_env.py": 461,
 }
 
 
