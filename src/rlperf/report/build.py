@@ -40,9 +40,9 @@ from rlperf.report.table_builders import (
     resource_table,
     summary_table,
     sweep_table,
-    tune_trials_table,
 )
 from rlperf.report.tables import Table
+from rlperf.report.tune_section import tune_section
 
 INDEX = "index.html"
 
@@ -210,7 +210,7 @@ def build_report(
         sections.append(_scaling_section(summaries, col, baseline or labels[0], figure, tables))
         sections.append(_learning_section(summaries, col, target, figure, tables))
     for tune in col.tunes:
-        sections.append(_tune_section(tune, col, figure, tables))
+        sections.append(tune_section(tune, col, figure, tables))
     if col.inference:
         inf = Section("inference", "Inference latency and fidelity")
         inf.paragraphs.append(
@@ -403,60 +403,6 @@ def _learning_section(summaries, col, target, figure, tables) -> Section:  # noq
             "Energy was not measured: no run could read the RAPL energy counters "
             "(/sys/class/powercap; usually root only, absent in many VMs) or a GPU's (NVML)."
         )
-    return sec
-
-
-def _tune_section(tune, col, figure, tables) -> Section:  # noqa: ANN001
-    summary = tune.summary
-    sec = Section("tune", f"Tuning: time to {summary.get('target')}")
-    best = summary.get("best")
-    sec.paragraphs.append(
-        f"rlperf tune --objective time-to-target in {tune.path}: each trial trained in "
-        "segments ending at wall-clock rungs, was pruned where it trailed the others, and "
-        "otherwise resumed from its checkpoint. Its time to target is the training time until "
-        f"the {summary.get('metric')} return first reached the target, plus its first "
-        f"process's start-up. {summary.get('seconds_used', 0):.0f} s of trials in all."
-    )
-    if best:
-        sec.paragraphs.append(
-            f"Best: trial {best['number']} in {best['time_to_target_s']:.0f} s; its config is "
-            f"the preset {tune.path / best['preset']} (rlperf train --preset FILE)."
-        )
-    for trial in tune.trials:
-        if trial.get("base") and trial["state"] in ("complete", "pruned"):
-            reached = trial.get("time_to_target_s")
-            sec.paragraphs.append(
-                f"The base config (trial {trial['number']}, the study's first): "
-                + (f"{reached:.0f} s." if reached is not None else f"{trial.get('reason')}.")
-            )
-    runs = {r.label: r for r in col.runs if r.sweep == "tune"}
-    mine = [runs[label] for label in tune.run_labels.values() if label in runs]
-    sec.figures.append(
-        figure(
-            "tune_curves.png",
-            lambda p: plots.tune_curves(tune, runs, p),
-            "The reward metric of every trial against its training time; pruned and "
-            "unfinished trials faded.",
-            "reward against training time for every trial of the search",
-            mine,
-        )
-    )
-    if summary.get("importances"):
-        sec.figures.append(
-            figure(
-                "tune_importances.png",
-                lambda p: plots.importances(summary["importances"], p),
-                "Optuna's parameter importances for the time to target (fANOVA over the "
-                "trials that reached it).",
-                "bar chart of parameter importances",
-                mine,
-            )
-        )
-    else:
-        sec.paragraphs.append(
-            "No parameter importances: they need at least two trials that reached the target."
-        )
-    sec.tables += tables(tune_trials_table(tune))
     return sec
 
 

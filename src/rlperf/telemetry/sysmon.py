@@ -36,11 +36,12 @@ import os
 import threading
 import time
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 import psutil
 
 from rlperf.telemetry.energy import DEFAULT_POWERCAP_ROOT, RaplReader
+from rlperf.telemetry.nvml import NvmlLike, load_pynvml
 
 logger = logging.getLogger(__name__)
 
@@ -49,46 +50,6 @@ _MIB = 1024 * 1024
 # psutil exceptions that mean "this process is gone or not ours to read": a child may exit
 # between listing the tree and reading its counters.
 _PROC_GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
-
-
-class NvmlLike(Protocol):
-    """The subset of the ``pynvml`` module that :class:`SystemMonitor` uses.
-
-    Tests pass a fake with these functions through ``SystemMonitor(nvml_lib=...)``.
-    """
-
-    def nvmlInit(self) -> None:
-        """Initialise the library (raises when there is no driver)."""
-
-    def nvmlShutdown(self) -> None:
-        """Release the library."""
-
-    def nvmlDeviceGetCount(self) -> int:
-        """Number of GPUs."""
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
-        """Opaque handle of GPU ``index``."""
-
-    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
-        """Object with ``.gpu`` (percent busy over the driver's last sample period)."""
-
-    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
-        """Power draw in milliwatts."""
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
-        """Energy in millijoules since the driver was loaded (Volta and later)."""
-
-    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:
-        """Object with ``.used`` and ``.total`` bytes."""
-
-
-def _load_pynvml() -> NvmlLike | None:
-    """Import pynvml (package ``nvidia-ml-py``); None when it is not installed."""
-    try:
-        import pynvml  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    return pynvml  # type: ignore[no-any-return]
 
 
 def _cpu_busy_total(times: Any) -> tuple[float, float]:
@@ -174,7 +135,7 @@ class SystemMonitor:
         if not enabled:
             return None, []
         if lib is None:
-            lib = _load_pynvml()
+            lib = load_pynvml()
             if lib is None:
                 return None, []
         try:
