@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlperf.report import plots
+from rlperf.report import tune_plots
 from rlperf.report.render import Section
 from rlperf.report.table_builders import tune_trials_table
 
@@ -37,7 +37,7 @@ def tune_section(tune, col, figure, tables) -> Section:  # noqa: ANN001
     sec.figures.append(
         figure(
             "tune_curves.png",
-            lambda p: plots.tune_curves(tune, runs, p),
+            lambda p: tune_plots.tune_curves(tune, runs, p),
             "The reward metric of every trial against its training time; pruned and "
             "unfinished trials faded.",
             "reward against training time for every trial of the search",
@@ -48,7 +48,7 @@ def tune_section(tune, col, figure, tables) -> Section:  # noqa: ANN001
         sec.figures.append(
             figure(
                 "tune_importances.png",
-                lambda p: plots.importances(summary["importances"], p),
+                lambda p: tune_plots.importances(summary["importances"], p),
                 "Optuna's parameter importances for the time to target (fANOVA over the "
                 "trials that reached it).",
                 "bar chart of parameter importances",
