@@ -37,13 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlperf.config.thesis_options import GPU_VISIBILITY
 from rlperf.core.errors import UserInputError
 
 if TYPE_CHECKING:  # the policy module imports torch: `rlperf infer --help` stays quick
     from rlperf.deploy.policy import RunPolicy
 
-GPU_SETS = {"none": "", "gpu0": "0", "gpu1": "1", "both": "0,1"}
-"""``--gpu`` values and the ``CUDA_VISIBLE_DEVICES`` each sets (the thesis's masks)."""
 RESOURCE_KEYS = ("num_gpus", "num_workers", "num_gpus_per_worker")
 """The RLlib keys that Table 3.4's ``--config`` sets."""
 
@@ -55,7 +54,7 @@ def add_rollout_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--run", metavar="ALGO", help="the algorithm of the run, e.g. PPO")
     group.add_argument("--env", metavar="ID", help="the game: the run's id or e.g. Pong-v0")
-    group.add_argument("--gpu", choices=list(GPU_SETS), help="the GPUs this command sees")
+    group.add_argument("--gpu", choices=list(GPU_VISIBILITY), help="the GPUs this command sees")
     group.add_argument(
         "--config",
         metavar="JSON",
@@ -183,11 +182,11 @@ def _device(args: argparse.Namespace, resources: dict[str, float]) -> str:
     device = "cpu" if args.gpu == "none" or driver_gpus == 0 else "cuda"
     if args.device is not None and args.device != device:
         raise UserInputError(f"--device {args.device} contradicts --gpu {args.gpu} ({device})")
-    os.environ["CUDA_VISIBLE_DEVICES"] = GPU_SETS[args.gpu]
+    os.environ["CUDA_VISIBLE_DEVICES"] = GPU_VISIBILITY[args.gpu]
     if device == "cuda":
         import torch
 
-        needed = len(GPU_SETS[args.gpu].split(","))
+        needed = len(GPU_VISIBILITY[args.gpu].split(","))
         seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if seen < needed:
             raise UserInputError(
