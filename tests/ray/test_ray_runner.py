@@ -284,6 +284,11 @@ def test_every_algorithm_the_facts_allow_trains_on_ray(
     assert [r["iteration"] for r in rows] == [1, 2]
     assert all(r["sys/live_workers"] == 2 and r["perf/actor_steps_per_s"] > 0 for r in rows)
     assert any(k.startswith("losses/") and v is not None for k, v in rows[-1].items())
+    # the ray runner's actors fetch each new version when asked to sample; rllib's are pushed it
+    if (algo, runner) == ("ppo", "ray"):
+        assert rows[-1]["perf/actor_weight_pulls"] == 2
+    elif runner == "rllib":
+        assert rows[-1]["perf/actor_weight_pulls"] == 0
     manifest = json.loads((runs_root / name / "manifest.json").read_text())
     assert manifest["status"] == "completed"
 
@@ -323,7 +328,7 @@ def test_w_n_runs_rllib_rollout_workers_that_each_hold_the_policy(two_nodes, run
         assert all(r["perf/policy_lag_max"] == 0 for r in rows)
         assert all(r["update_time_ms"] > 0 for r in rows)
         # the weights are already there when sampling starts (after the first iteration)
-        assert all(r["perf/actor_weight_sync_time_ms"] < r["update_time_ms"] for r in rows[1:])
+        assert [r["perf/actor_weight_pulls"] for r in rows[1:]] == [0] * (len(rows) - 1)
         update_ms[workers] = statistics.median(r["update_time_ms"] for r in rows[1:])
     # one set_weights per worker, each waited for: more workers, a longer update
     assert update_ms[4] > update_ms[1], update_ms

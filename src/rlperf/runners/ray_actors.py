@@ -125,6 +125,7 @@ class RayRunner(LocalLearner, RolloutDriver):
         self._started = False
         self._batches: dict[int, Rollout] = {}  # gather buffers by number of rollouts
         self.stats = ActorStats(self.max_policy_lag)
+        self.weight_pulls = 0  # actors of the last batch that loaded weights to sample it
         self.budget = RestartBudget(cfg)
         self.timeout_s = worker_timeout(cfg)
         self.actors: list[_Actor] = []
@@ -328,6 +329,7 @@ class RayRunner(LocalLearner, RolloutDriver):
             timer.add("actor_weight_sync", r.seconds["weight_sync"])
             busy.append(sum(r.seconds.values()))
         self.stats.time_actors(batch.num_steps * batch.num_envs, busy)
+        self.weight_pulls = sum(r.weights_pulled for _, r in reports)
         episodes = [e for _, r in reports for e in r.episodes]
         return batch, episodes
 
@@ -346,6 +348,7 @@ class RayRunner(LocalLearner, RolloutDriver):
             "sys/nodes": float(len(per_node)),
             "sys/actors_per_node_min": float(min(per_node.values(), default=0)),
             "sys/actors_per_node_max": float(max(per_node.values(), default=0)),
+            "perf/actor_weight_pulls": float(self.weight_pulls),
             **self.stats.metrics(),
         }
 

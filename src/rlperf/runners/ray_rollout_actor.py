@@ -72,6 +72,9 @@ class RayRollout:
     """Actor-side time: env_step, policy_forward, weight_sync."""
     info: dict[str, Any] = field(default_factory=dict)
     """Where the actor runs: pid, node, incarnation."""
+    weights_pulled: bool = False
+    """Whether the actor had to load new weights when asked to sample (the ray runner's
+    actors pull them so; the rllib runner's were pushed them in the update phase)."""
 
 
 def weights_to_numpy(module: torch.nn.Module) -> np.ndarray:
@@ -162,6 +165,7 @@ class RolloutActor:
 
     def sample(self, version: int, weights: list[Any]) -> RayRollout:
         """One rollout acted with weights ``version`` (``weights[0]``: their object ref)."""
+        pulled = version != self.version
         with self.timer.phase("weight_sync"):
             self.set_weights(version, weights)
         episodes = [
@@ -175,6 +179,7 @@ class RolloutActor:
             episodes=episodes,
             seconds={k: seconds.get(k, 0.0) for k in ACTOR_SECONDS},
             info=dict(self._info),
+            weights_pulled=pulled,
         )
 
     def close(self) -> None:
