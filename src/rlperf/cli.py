@@ -29,6 +29,7 @@ from rlperf.config.load import (
     type_name,
 )
 from rlperf.config.schema import ModelConfig, RunConfig
+from rlperf.config.section import declared_ranges
 from rlperf.config.thesis_options import (
     THESIS_PRESET,
     apply_workers,
@@ -43,15 +44,14 @@ EXIT_USAGE = 2
 
 def _config_keys_help() -> str:
     lines = ["config keys (set with --KEY VALUE, --KEY=VALUE or KEY=VALUE; dashes or underscores):"]
-    section = ""
+    section, ranges = "", declared_ranges(RunConfig)
     for key, hint, doc in iter_fields():
         top = key.split(".")[0] if "." in key else ""
         if top != section:
             section = top
             lines.append(f"\n  [{section}]")
-        lines.append(
-            f"  {key} ({type_name(hint)}, default {get_key(RunConfig(), key)!r})\n      {doc}"
-        )
+        kind = type_name(hint) + (f", {ranges[key].text}" if key in ranges else "")
+        lines.append(f"  {key} ({kind}, default {get_key(RunConfig(), key)!r})\n      {doc}")
     return "\n".join(lines)
 
 

@@ -6,13 +6,16 @@ test_runner_matrix.py and each runner's own tests.)"""
 
 import copy
 import functools
+import re
 
 import pytest
 import torch
 
-from rlperf.algos.facts import ALGORITHM_FACTS
 from rlperf.cli import build_train_config
-from rlperf.config.schema import RunConfig, RunnerConfig
+from rlperf.config.load import iter_fields, set_key
+from rlperf.config.schema import ALGORITHM_FACTS, ALGORITHM_SECTIONS, RunConfig, RunnerConfig
+from rlperf.config.section import declared_ranges
+from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
 from rlperf.models.catalog import build_model
 from rlperf.runners.facts import RUNNER_FACTS
@@ -73,7 +76,7 @@ def _build(algo: str, runner: str):  # noqa: ANN202 - the built algorithm
     cfg = resolve(build_train_config(argv)[0]).cfg  # refuses a pair the tables do not allow
     built = registry.make_algorithm(cfg, copy.deepcopy(_policy(algo)))
     facts = ALGORITHM_FACTS[algo]  # what the checks read agrees with what was built
-    assert (facts.data_kind, facts.policy_lag_bound(cfg)) == (
+    assert (facts.data_kind, facts.policy_lag_bound(getattr(cfg, algo))) == (
         built.data_spec.kind,
         built.data_spec.max_policy_lag,
     )
@@ -95,8 +98,29 @@ def test_the_facts_decide_every_pair(algo: str, runner: str) -> None:
         assert "\n" not in message and runner in message
 
 
-def test_every_algorithm_has_facts() -> None:
-    assert set(ALGORITHM_FACTS) == set(registry.ALGORITHMS)
+def test_every_registered_algorithm_is_declared_and_every_declared_one_registered() -> None:
+    # declared: a settings section in config/algorithms/ (a RunConfig field named after it,
+    # with its facts); registered: a line in training/registry.py
+    assert set(ALGORITHM_SECTIONS) == set(ALGORITHM_FACTS) == set(registry.ALGORITHMS)
+
+
+@pytest.mark.parametrize("algo", ALGORITHM_SECTIONS)
+def test_every_numeric_setting_of_an_algorithm_declares_its_range(algo: str) -> None:
+    ranges = declared_ranges(RunConfig)
+    undeclared = [
+        key
+        for key, hint, _doc in iter_fields()
+        if key.startswith(f"{algo}.")
+        and hint in (int, float, int | None, float | None)
+        and key not in ranges
+    ]
+    assert not undeclared, f"declare a range (config/section.py) for {undeclared}"
+    # the declarations are what the validator reads: a value outside one is refused
+    for key in (k for k in ranges if k.startswith(f"{algo}.")):
+        cfg = RunConfig()
+        set_key(cfg, key, -1)
+        with pytest.raises(ConfigError, match=re.escape(key)):
+            validate(cfg)
 
 
 @pytest.mark.parametrize("algo", [a for a, f in ALGORITHM_FACTS.items() if f.one_learner])

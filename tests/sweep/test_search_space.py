@@ -78,6 +78,8 @@ def test_a_space_file_is_read_and_every_value_checked(tmp_path: Path) -> None:
         ("ppo.update_epochs: {low: 1.0, high: 4.0}\n", "integer key; give integer low and high"),
         ("ppo.learning_rate: {low: 0.1, high: 0.01}\n", "low < high"),
         ("ppo.learning_rate: {low: 0, high: 0.1, log: true}\n", "needs low > 0"),
+        ("ppo.gamma: [0.99, 1.5]\n", "ppo.gamma must be between 0 and 1, got 1.5"),
+        ("ppo.learning_rate: {low: -0.1, high: 0.1}\n", "must be positive and finite, got -0.1"),
         ("ppo.learning_rate: []\n", "lists no values"),
         ("ppo.learning_rate: {low: 0.1}\n", "must be a list of values or"),
         ("ppo.learning_rate: 0.1\n", "must be a list of values or"),

@@ -315,17 +315,17 @@ def test_the_default_model_follows_the_env(env_id: str, model: str) -> None:
 def test_enumerations_are_declared_once_and_agree_with_the_core() -> None:
     import typing
 
-    from rlperf.config import schema
+    from rlperf.config import choices
     from rlperf.core.autoprecision import AUTO
     from rlperf.core.nan_guard import NAN_POLICIES
     from rlperf.core.optim import PRECISIONS
     from rlperf.core.shared_optim import SHARED_OPTIMIZERS
     from rlperf.models.catalog import ACTIVATIONS
 
-    assert typing.get_args(schema.Precision) == (*PRECISIONS, AUTO)
-    assert typing.get_args(schema.NanPolicy) == NAN_POLICIES
-    assert set(typing.get_args(schema.Optimizer)) == set(SHARED_OPTIMIZERS)
-    assert set(typing.get_args(schema.Activation)) == set(ACTIVATIONS)
+    assert typing.get_args(choices.Precision) == (*PRECISIONS, AUTO)
+    assert typing.get_args(choices.NanPolicy) == NAN_POLICIES
+    assert set(typing.get_args(choices.Optimizer)) == set(SHARED_OPTIMIZERS)
+    assert set(typing.get_args(choices.Activation)) == set(ACTIVATIONS)
     help_text = subprocess.run(
         [sys.executable, "-m", "rlperf", "train", "--help"], capture_output=True, text=True
     ).stdout

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from rlperf.config.rnd_keys import translate_rnd_keys
-from rlperf.config.schema import RunConfig
+from rlperf.config.schema import ALGORITHM_SECTIONS, RunConfig
 from rlperf.core.errors import ConfigError
 
 PRESET_PACKAGE = "rlperf.config.presets"
@@ -337,10 +337,6 @@ def load_config_file(path: Path) -> RunConfig:
     cfg = RunConfig()
     apply_dict(cfg, data or {}, str(path))
     return cfg
-
-
-ALGORITHM_SECTIONS = ("ppo", "appo", "impala", "dqn", "pqn", "a3c", "rnd")
-"""The config sections that belong to one algorithm each."""
 
 
 def dump_config(cfg: RunConfig) -> str:

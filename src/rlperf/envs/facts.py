@@ -1,6 +1,7 @@
 """What rlperf knows about each kind of environment, in one table.
 
-The third facts table beside ``runners/facts.py`` and ``algos/facts.py``: the config checks
+The third facts table beside ``runners/facts.py`` and the algorithms' (declared by their
+sections in ``config/algorithms/``): the config checks
 (:mod:`rlperf.training.checks`) read it to refuse an engine or a model that cannot serve an env, and
 ``model.name=auto`` reads the default model from it.
 """
@@ -11,7 +12,7 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from rlperf.config.schema import Engine
+from rlperf.config.choices import Engine
 from rlperf.envs.make import is_atari
 
 ENGINES: frozenset[str] = frozenset(typing.get_args(Engine))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rlperf.config.schema import FAULT_SITES
+from rlperf.config.choices import FAULT_SITES
 from rlperf.envs.base import EnvState, SingleEnv
 
 _FAULT_STREAM = 0xFA17  # keeps the fault draws apart from the env's own random streams

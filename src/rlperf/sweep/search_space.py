@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from rlperf.config.load import get_key, set_key
-from rlperf.config.schema import RunConfig
+from rlperf.config.schema import ALGORITHM_SECTIONS, RunConfig
+from rlperf.config.section import declared_ranges
 from rlperf.core.errors import ConfigError
 
 Scalar = bool | int | float | str | None
@@ -107,27 +108,36 @@ def _scaled(value: int, factors: tuple[float, ...] = (0.5, 1, 2)) -> tuple[int, 
     return _choices(*(max(1, int(value * f)) for f in factors))
 
 
+def _tunable(section: object) -> bool:
+    """An algorithm's section has a default space when it has a learning rate and a rollout
+    length or a replay ratio to scale (read from its fields, so a new algorithm needs no
+    line here)."""
+    return hasattr(section, "learning_rate") and (
+        hasattr(section, "num_steps") or hasattr(section, "train_frequency")
+    )
+
+
 def default_space(cfg: RunConfig, atari: bool, cores: int) -> SearchSpace:
     """The default space of ``cfg.algo`` around ``cfg`` (see the module docstring); ``cores``
     is what one trial may use (torch threads are searched up to it)."""
     algo = cfg.algo
     section = getattr(cfg, algo, None)
-    if algo not in ("ppo", "appo", "impala", "dqn", "pqn") or section is None:
+    if not _tunable(section):
+        valid = ", ".join(a for a in ALGORITHM_SECTIONS if _tunable(getattr(cfg, a)))
         raise ConfigError(
-            f"no default search space for algo {algo!r}; valid: ppo, appo, impala, dqn, pqn "
-            "(or give --space FILE)"
+            f"no default search space for algo {algo!r}; valid: {valid} (or give --space FILE)"
         )
     lr = float(section.learning_rate)
     params: list[Param] = [Param(f"{algo}.learning_rate", lr / 4, lr * 4, log=True)]
     params.append(Param("env.num_envs", choices=_scaled(cfg.env.num_envs)))
-    if algo == "dqn":
-        params.append(Param("dqn.batch_size", choices=_scaled(section.batch_size)))
+    if hasattr(section, "train_frequency"):  # replay: samples learned per env step
+        params.append(Param(f"{algo}.batch_size", choices=_scaled(section.batch_size)))
         params.append(
-            Param("dqn.train_frequency", choices=_choices(1, 2, 4, section.train_frequency))
+            Param(f"{algo}.train_frequency", choices=_choices(1, 2, 4, section.train_frequency))
         )
     else:
         params.append(Param(f"{algo}.num_steps", choices=_scaled(section.num_steps)))
-    if algo in ("ppo", "appo", "pqn"):
+    if hasattr(section, "update_epochs"):
         # Compute per learned env step: gradient passes over each sample, and their size.
         epochs = int(section.update_epochs)
         params.append(Param(f"{algo}.update_epochs", 1, max(4, epochs)))
@@ -202,14 +212,18 @@ def load_space(path: Path, cfg: RunConfig) -> SearchSpace:
 
 
 def check_space(space: SearchSpace, cfg: RunConfig, where: str | None = None) -> None:
-    """Every key known and every value (each choice, both ends of a range) of its type."""
+    """Every key known and every value (each choice, both ends of a range) of its type and
+    in the key's declared range."""
     where = where or f"search space ({space.source})"
     for p in space.params:
         probe = copy.deepcopy(cfg)
         values = p.choices if p.choices is not None else (p.low, p.high)
+        declared = declared_ranges(RunConfig).get(p.key)
         for value in values:
             try:
                 set_key(probe, p.key, value)
+                if declared is not None and get_key(probe, p.key) is not None:
+                    declared.check(p.key, get_key(probe, p.key))
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
         if p.choices is None and isinstance(get_key(probe, p.key), int) and not p.is_int:

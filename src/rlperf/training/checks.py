@@ -6,7 +6,8 @@ planner calls it for every point). The ranges of single keys live in
 one part of a run to another is decided here from declared facts:
 
 - ``RUNNER_FACTS`` (runners/facts.py): data kinds, policy lag, engines, options, devices;
-- ``ALGORITHM_FACTS`` (algos/facts.py): data kind, lag bound, one learner or many;
+- ``ALGORITHM_FACTS`` (config/schema.py, from each algorithm's section in
+  config/algorithms/): data kind, lag bound, one learner or many;
 - ``ENV_FACTS`` (envs/facts.py): observations, engines, default model;
 - ``MODELS`` (models/catalog.py): what each model reads and its input size.
 
@@ -21,8 +22,7 @@ import os
 
 import torch
 
-from rlperf.algos.facts import ALGORITHM_FACTS
-from rlperf.config.schema import RunConfig, RunnerConfig
+from rlperf.config.schema import ALGORITHM_FACTS, RunConfig, RunnerConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
 from rlperf.envs.facts import ENV_FACTS, env_kind
@@ -232,7 +232,7 @@ def check_pairing(cfg: RunConfig) -> None:
             f"runner {cfg.runner.name} produces {', '.join(sorted(runner.data_kinds))} data but "
             f"algorithm {cfg.algo} needs {algo.data_kind}"
         )
-    bound = algo.policy_lag_bound(cfg)
+    bound = algo.policy_lag_bound(getattr(cfg, cfg.algo))
     if runner.policy_lag > bound:
         raise ConfigError(
             f"runner {cfg.runner.name} acts with a policy up to {runner.policy_lag} updates old; "

@@ -1,8 +1,9 @@
 """The composition root: explicit name -> factory maps for algorithms, runners and models.
 
-Nothing registers itself by being imported; adding an algorithm or a runner means adding a
-line here and a row in its facts table (algos/facts.py, runners/facts.py), which
-:mod:`rlperf.training.checks` reads.
+Nothing registers itself by being imported; adding an algorithm means its module in
+``algos/``, its settings section in ``config/algorithms/`` (fields with ranges and docs,
+facts and checks; one field of ``RunConfig``) and a line here; a runner, a line here and a
+row in ``runners/facts.py``. :mod:`rlperf.training.checks` reads the facts.
 """
 
 from __future__ import annotations

@@ -1,0 +1,92 @@
+"""PPO (Schulman et al. 2017): its settings, with CleanRL's names and Atari defaults, its facts and its checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from rlperf.config.section import (
+    AlgorithmFacts,
+    AlgorithmSection,
+    Fraction,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+)
+from rlperf.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlperf.config.schema import RunConfig
+
+
+@dataclass
+class PPOConfig(AlgorithmSection):
+    """Proximal Policy Optimization hyperparameters."""
+
+    num_steps: PositiveInt = 128
+    """Steps collected per env per iteration (rollout length T); a batch is num_envs x num_steps."""
+    num_minibatches: PositiveInt | None = 4
+    """Minibatches per epoch (CleanRL); or set this to null and minibatch_size instead (RLlib)."""
+    minibatch_size: PositiveInt | None = None
+    """Samples per minibatch (RLlib's sgd_minibatch_size); set exactly one of the two."""
+    update_epochs: PositiveInt = 4
+    """Passes over the batch per iteration (RLlib's num_sgd_iter)."""
+    learning_rate: PositiveFloat = 2.5e-4
+    """Adam learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run's budget (stop.anneal_over: env steps or training seconds)."""
+    lr_kl_target: PositiveFloat | None = None
+    """Adapt the learning rate to the policy's change (rl_games' adaptive schedule): after each iteration, divided by 1.5 when the mean approx KL exceeds 2x this target and multiplied by 1.5 below half of it, within [lr_min, lr_max]; learning_rate is where it starts. Unset = off."""
+    lr_min: PositiveFloat = 1e-6
+    """Lower bound of the adaptive learning rate (lr_kl_target)."""
+    lr_max: PositiveFloat = 1e-2
+    """Upper bound of the adaptive learning rate (lr_kl_target)."""
+    adam_eps: PositiveFloat = 1e-5
+    """Adam epsilon."""
+    gamma: Fraction = 0.99
+    """Discount factor."""
+    gae_lambda: Fraction = 0.95
+    """GAE lambda (1.0 = Monte-Carlo advantages)."""
+    clip_coef: PositiveFloat = 0.1
+    """Surrogate clipping coefficient epsilon."""
+    vf_clip_coef: PositiveFloat | None = 0.1
+    """Clip the new value prediction to old value +- this (CleanRL's clip_vloss); unset = off."""
+    vf_loss_clip: PositiveFloat | None = None
+    """Clamp the squared value error at this value (RLlib's vf_clip_param); unset = off."""
+    ent_coef: NonNegativeFloat = 0.01
+    """Entropy bonus coefficient."""
+    anneal_ent_coef: bool = False
+    """Anneal the entropy coefficient linearly to 0 over the run's budget (stop.anneal_over), like anneal_lr: exploration early, a sharper policy at the end."""
+    vf_coef: NonNegativeFloat = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: PositiveFloat | None = 0.5
+    """Clip the global gradient norm to this value; unset = no clipping."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    kl_coeff: NonNegativeFloat = 0.0
+    """Initial coefficient of the adaptive KL penalty (RLlib's kl_coeff; 0 = off)."""
+    kl_penalty_target: PositiveFloat = 0.01
+    """KL target of the adaptive penalty (RLlib's kl_target; that spelling is accepted): the coefficient x1.5 above 2x target, x0.5 below target/2."""
+    target_kl: PositiveFloat | None = None
+    """Stop the epochs of an iteration early once approx KL exceeds this; unset = never."""
+
+    facts: ClassVar[AlgorithmFacts] = AlgorithmFacts("rollout", 0, cuda_graph=True)
+    """On-policy: every rollout acts with the newest weights; its minibatch step can be graphed."""
+
+    def check(self, cfg: RunConfig) -> None:
+        if self.lr_min > self.lr_max:
+            raise ConfigError(
+                f"ppo.lr_min ({self.lr_min}) must not exceed ppo.lr_max ({self.lr_max})"
+            )
+        if (self.num_minibatches is None) == (self.minibatch_size is None):
+            raise ConfigError(
+                "set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)"
+            )
+        batch = cfg.env.num_envs * self.num_steps
+        minibatch = self.minibatch_size or batch // (self.num_minibatches or 1)
+        if not 2 <= minibatch <= batch:
+            # One sample has no spread: per-minibatch advantage normalisation would divide by 0.
+            raise ConfigError(
+                f"a minibatch must hold 2 to {batch} samples (num_envs x num_steps), got "
+                f"{minibatch} from ppo.num_minibatches / ppo.minibatch_size"
+            )
