@@ -416,3 +416,11 @@ def test_data_parallel_learners_on_cuda_need_a_device_each(monkeypatch):
         check_devices(two)
     check_devices(RunnerConfig(learner_device="cuda", num_learners=1))  # one learner fits
     check_devices(RunnerConfig(num_learners=2))  # learners on the CPU need no GPU
+
+
+def test_the_declarations_import_without_torch() -> None:
+    # the schema, its ranges and the algorithms' facts are read by --help, the report and
+    # the sweeps' planner: they stay light (docs/architecture.md weighs pydantic on this)
+    code = "import sys, rlperf.config.schema, rlperf.config.section; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr

@@ -22,8 +22,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlperf.config.schema import DQNConfig
+from rlperf.config.section import ANY_POLICY_LAG
 from rlperf.core.protocols import GradientStep, OptimizerSpec
-from rlperf.core.types import ANY_POLICY_LAG, DataSpec, Progress, Transitions
+from rlperf.core.types import DataSpec, Progress, Transitions
 from rlperf.models.policy import ActorCritic, network_input
 
 LOSS_EMA_ALPHA = 0.98

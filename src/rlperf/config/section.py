@@ -79,6 +79,10 @@ class Section:
         super().__setattr__(name, value)
 
 
+ANY_POLICY_LAG = 2**31 - 1
+"""``max_policy_lag`` of an off-policy algorithm: data from any earlier policy will do."""
+
+
 @dataclass(frozen=True)
 class AlgorithmFacts:
     """One algorithm's needs, read by the config checks before anything is built; each

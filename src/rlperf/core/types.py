@@ -43,10 +43,6 @@ class DataSpec:
     """transitions: transitions in the replay before the first gradient step."""
 
 
-ANY_POLICY_LAG = 2**31 - 1
-"""``max_policy_lag`` of an off-policy algorithm: data from any earlier policy will do."""
-
-
 @dataclass
 class Rollout:
     """T steps of N envs, time-major.

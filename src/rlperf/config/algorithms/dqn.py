@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rlperf.config.choices import DqnLoss
 from rlperf.config.section import (
+    ANY_POLICY_LAG,
     AlgorithmFacts,
     AlgorithmSection,
     Fraction,
@@ -15,7 +16,6 @@ from rlperf.config.section import (
     PositiveInt,
 )
 from rlperf.core.errors import ConfigError
-from rlperf.core.types import ANY_POLICY_LAG
 
 if TYPE_CHECKING:
     from rlperf.config.schema import RunConfig
