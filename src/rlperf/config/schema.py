@@ -5,7 +5,9 @@ from those docstrings, so they are the user documentation of each knob. Hyperpar
 names follow the community (CleanRL / Stable-Baselines3 / RLlib): ``num_envs``,
 ``num_steps``, ``gamma``, ``gae_lambda``, ``clip_coef``, ...
 
-Long by nature: one field per knob, each with its documentation.
+The sections of the run as a whole are here; each algorithm's is declared in
+``config/algorithms/`` with its facts and checks, and read from here as a field of
+:class:`RunConfig`.
 """
 
 from __future__ import annotations
