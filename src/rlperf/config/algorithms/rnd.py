@@ -89,4 +89,7 @@ class RNDConfig(AlgorithmSection):
                 "set exactly one of rnd.num_minibatches and rnd.minibatch_size (the other to null)"
             )
         if self.ext_coef == self.int_coef == 0:
-            raise ConfigError("rnd.ext_coef and rnd.int_coef must not both be 0")
+            raise ConfigError(
+                "rnd.ext_coef and rnd.int_coef must be zero or positive and not both 0, got "
+                f"{self.ext_coef} and {self.int_coef}"
+            )
