@@ -51,6 +51,12 @@ def test_dqn_has_a_default_space_and_a3c_is_refused_in_one_line() -> None:
     assert {"dqn.learning_rate", "dqn.batch_size", "dqn.train_frequency"} <= keys
     with pytest.raises(ConfigError, match="no default search space for algo 'a3c'.*--space"):
         default_space(_cfg(algo="a3c"), False, 1)
+    # the space is read from the section's fields: every algorithm with a learning rate and a
+    # rollout length (or a replay ratio) has one, named in the refusal
+    with pytest.raises(ConfigError, match="valid: ppo, impala, appo, dqn, pqn, rnd "):
+        default_space(_cfg(algo="a3c"), False, 1)
+    rnd = {p.key for p in default_space(_cfg(algo="rnd"), False, 1).params}
+    assert {"rnd.learning_rate", "rnd.num_steps", "rnd.update_epochs"} <= rnd
 
 
 def test_a_space_file_is_read_and_every_value_checked(tmp_path: Path) -> None:
