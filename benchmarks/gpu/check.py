@@ -452,7 +452,22 @@ def sweep_points(sweep: Path) -> dict[str, dict[str, Any]]:
         points[line["point"]] = {"status": line.get("status"), "note": line.get("reason")}
     for run in sorted((sweep / "runs").glob("*")):
         points.setdefault(run.name, {}).update(run_figures(run))
+        points[run.name].update(inference_figures(run / "inference.json"))
     return points
+
+
+INFERENCE_KEYS = ("device", "p50_ms", "p90_ms", "first_call_ms", "first_episode_mean_ms",
+                  "mean_return")  # fmt: skip
+"""What an inference point's ``inference.json`` holds that Table 3.4 reads (the first call
+and first game apart from the steady calls: finding 22)."""
+
+
+def inference_figures(path: Path) -> dict[str, Any]:
+    """An inference point's timings (none for a training run)."""
+    if not path.is_file():
+        return {}
+    record = json.loads(path.read_text())
+    return {key: record.get(key) for key in INFERENCE_KEYS}
 
 
 def join_parts(parts_dir: Path, work: Path) -> Path:

@@ -125,3 +125,24 @@ def test_rays_wheel_carried_in_parts_is_joined_and_checked(tmp_path):
     (parts / "ray.whl.part-ab").unlink()
     with pytest.raises(ValueError, match="do not match"):
         check.join_parts(parts, tmp_path)
+
+
+def test_an_inference_points_timings_reach_the_summary(tmp_path):
+    # Table 3.4's first call and first game (finding 22) must come back from the machine
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", CHECK.with_suffix(".py"))
+    check = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = check  # its dataclasses look their module up
+    spec.loader.exec_module(check)
+    run = tmp_path / "runs" / "policy=thesis-1__R5-0_workers_gpu0"
+    run.mkdir(parents=True)
+    record = {"device": "cuda", "p50_ms": 0.6, "p90_ms": 0.7, "first_call_ms": 900.0,
+              "first_episode_mean_ms": 1.9, "mean_return": -21.0, "calls": 1500}  # fmt: skip
+    (run / "inference.json").write_text(json.dumps(record))
+    (run / "manifest.json").write_text(json.dumps({"status": "completed"}))
+    (tmp_path / "sweep.jsonl").write_text(json.dumps({"point": run.name, "status": "completed"}))
+    point = check.sweep_points(tmp_path)[run.name]
+    assert point["status"] == "completed"
+    assert point["first_call_ms"] == 900.0 and point["p50_ms"] == 0.6
+    assert "calls" not in point  # only what Table 3.4 reads
