@@ -97,6 +97,22 @@ def test_every_ladder_rung_trains_a_few_hundred_pong_steps(runs_root, rung):
     assert not _spawned_children()
 
 
+def test_dqn_fast_trains_pong_with_three_step_returns(runs_root):
+    code = main(
+        ["train", "--preset", "dqn-fast", "--env", "ALE/Pong-v5", "--runs-root", str(runs_root),
+         "-s", "dqn-fast", "--no-progress", "dqn.learning_starts=256", "dqn.buffer_size=1024",
+         "dqn.steps_per_iteration=256", "stop.total_timesteps=768", "runner.precision=fp32",
+         "runner.torch_threads=1", "telemetry.warmup_iterations=1",
+         "telemetry.tensorboard=false"]
+    )  # fmt: skip
+    assert code == 0
+    records = read_metrics(runs_root / "dqn-fast")
+    assert records[-1]["timesteps_total"] == 768
+    # 8 replayed samples per env step: batch 32 every 4 env steps (the last iteration's)
+    assert records[-1]["perf/gradient_steps"] == 256 // 4
+    assert records[-1]["losses/loss"] is not None
+
+
 def _cartpole_play_train(make_envs=None, **runner_keys):
     cfg = RunConfig()
     apply_dict(cfg, load_preset("dqn-cartpole"), "test")

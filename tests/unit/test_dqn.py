@@ -40,6 +40,7 @@ def _batch(G: int, env_steps: int, B: int = 8) -> Transitions:
         torch.randn(G, B, generator=g),
         torch.randn(G, B, 4, generator=g),
         torch.zeros(G, B),
+        torch.full((G, B), 0.99),
         env_steps,
     )
 
@@ -111,6 +112,17 @@ def test_td_target_stops_bootstrapping_at_terminations_and_double_q_uses_the_onl
     assert dqn.tolist() == [1.0 + 0.5 * 3.0, 1.0]
     assert double.tolist() == [1.0 + 0.5 * 1.0, 1.0]
     assert not dqn.requires_grad
+
+
+def test_td_target_discounts_each_sample_by_its_own_steps():
+    # an n-step return of m steps bootstraps with gamma^m (the replay gives the discounts)
+    online = target = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        target.weight[:] = 2.0
+    rewards, next_obs, dones = torch.tensor([1.0, 1.0, 1.0]), torch.ones(3, 1), torch.zeros(3)
+    discounts = torch.tensor([0.5, 0.25, 0.125])  # gamma 0.5 over 1, 2 and 3 steps
+    got = td_target(online, target, rewards, next_obs, dones, discounts, double_q=False)
+    assert got.tolist() == [2.0, 1.5, 1.25]
 
 
 @pytest.mark.parametrize("no_grad", [True, False])

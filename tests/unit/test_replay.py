@@ -60,7 +60,8 @@ def fill(buffer: ReplayBuffer, game: StackedEpisodes, steps: int) -> None:
 
 
 def check_sample(buffer: ReplayBuffer, size: int = 512) -> tuple[np.ndarray, ...]:
-    obs, actions, rewards, next_obs, dones = buffer.sample(size)
+    obs, actions, rewards, next_obs, dones, discounts = buffer.sample(size)
+    assert (discounts == np.float32(buffer.gamma)).all()  # one-step transitions
     codes, next_codes = obs[:, :, 0, 0], next_obs[:, :, 0, 0]
     newest = codes[:, -1]
     episode = newest // 100
@@ -115,7 +116,7 @@ def test_observations_that_are_not_stacks_round_trip():
     for step in range(10):
         terminated = np.array([step == 4, False])
         buffer.add(obs + step, np.array([1, 2]), np.ones(2), terminated, np.zeros(2, bool))
-    o, a, r, nxt, d = buffer.sample(200)
+    o, a, r, nxt, d, _ = buffer.sample(200)
     assert o.shape == (200, 4) and nxt.shape == (200, 4)
     live = d == 0
     assert np.allclose(nxt[live] - o[live], 1.0)
@@ -151,3 +152,61 @@ def test_sampling_an_empty_buffer_is_an_error_and_tiny_capacities_are_refused():
         buffer.sample(1)
     with pytest.raises(ValueError, match="too small"):
         ReplayBuffer(10, 2, (K, 2, 2), np.int32, K, seed=0)
+
+
+def check_n_step(buffer: ReplayBuffer, lengths: list[int], truncate: bool) -> np.ndarray:
+    """Every sampled n-step transition against the fake game's known episodes; returns the
+    steps m of each."""
+    n, gamma = buffer.n_step, buffer.gamma
+    obs, actions, returns, next_obs, dones, discounts = buffer.sample(2000)
+    newest, next_newest = obs[:, -1, 0, 0], next_obs[:, -1, 0, 0]
+    t, episode = newest % 100, (newest // 100) % 50
+    left = np.array([lengths[e % len(lengths)] for e in episode]) - t  # steps to the end
+    m = np.rint(np.log(discounts) / np.log(gamma)).astype(int)
+    assert (m >= 1).all() and (m <= np.minimum(n, left)).all()
+    expected = sum(np.where(m > i, gamma**i * (newest + i), 0.0) for i in range(n))
+    assert np.allclose(returns, expected)
+    assert (actions == newest % 7).all()
+    if truncate:
+        assert dones.sum() == 0
+    else:
+        assert ((dones == 1) == (m == left)).all()  # terminated within its steps, or not
+    # what it bootstraps from: the stack m steps on, of the same episode
+    live = dones == 0
+    assert (next_newest[live] == newest[live] + m[live]).all()
+    assert (next_obs[live, :, 0, 0] // 100 == (newest[live] // 100)[:, None]).all()
+    # a chain is cut short only where the env's newest frame is
+    cut = m < np.minimum(n, left)
+    latest = buffer.frames[np.arange(buffer.num_envs), buffer.head - 1][:, 0, 0, 0]
+    assert np.isin(next_newest[cut], latest).all()
+    return m
+
+
+@pytest.mark.parametrize("truncate", [False, True])
+def test_n_step_returns_sum_within_one_episode(truncate):
+    lengths = [7, 2, 30, 1, 5]
+    buffer = ReplayBuffer(4000, 3, (K, 2, 2), np.int32, K, seed=0, n_step=3, gamma=0.5)
+    fill(buffer, StackedEpisodes(3, lengths, truncate=truncate), 500)
+    m = check_n_step(buffer, lengths, truncate)
+    assert set(np.unique(m)) == {1, 2, 3}
+
+
+def test_n_step_chains_stop_at_the_newest_data_of_a_wrapped_ring():
+    lengths = [9, 13, 40]
+    buffer = ReplayBuffer(64, 2, (K, 2, 2), np.int32, K, seed=0, n_step=5, gamma=0.9)
+    game = StackedEpisodes(2, lengths)
+    for _ in range(30):
+        fill(buffer, game, 7)
+        check_n_step(buffer, lengths, truncate=False)
+
+
+def test_n_step_draws_the_same_transitions_as_one_step():
+    # the same data and seed: the same draws, obs and actions; only returns and next differ
+    game_a, game_b = (StackedEpisodes(2, lengths=[6, 3]) for _ in range(2))
+    one = ReplayBuffer(800, 2, (K, 2, 2), np.int32, K, seed=1)
+    three = ReplayBuffer(800, 2, (K, 2, 2), np.int32, K, seed=1, n_step=3)
+    fill(one, game_a, 100)
+    fill(three, game_b, 100)
+    a, b = one.sample(300), three.sample(300)
+    assert (a.obs == b.obs).all() and (a.actions == b.actions).all()
+    assert (b.discounts <= a.discounts).all() and (b.discounts < a.discounts).any()

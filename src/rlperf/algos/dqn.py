@@ -129,18 +129,20 @@ def td_target(
     rewards: torch.Tensor,
     next_obs: torch.Tensor,
     dones: torch.Tensor,
-    gamma: float,
+    discounts: torch.Tensor | float,
     double_q: bool,
 ) -> torch.Tensor:
-    """r + gamma (1 - done) Q_target(s', a*): a* = argmax of Q_target (DQN) or of the online
-    network (double DQN, which removes the max's upward bias). Detached."""
+    """r + discount (1 - done) Q_target(s', a*): a* = argmax of Q_target (DQN) or of the
+    online network (double DQN, which removes the max's upward bias). The discount is gamma
+    for a one-step transition, gamma^m for an m-step return ``r`` (s' then m steps on).
+    Detached."""
     next_q = target(next_obs)
     if double_q:
         best = online(next_obs).argmax(-1, keepdim=True)
     else:
         best = next_q.argmax(-1, keepdim=True)
     next_value = next_q.gather(-1, best).squeeze(-1).float()
-    return (rewards + gamma * (1.0 - dones) * next_value).detach()
+    return (rewards + discounts * (1.0 - dones) * next_value).detach()
 
 
 def td_loss(q_taken: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
@@ -190,6 +192,8 @@ class DQN:
             batch_size=cfg.batch_size,
             train_frequency=cfg.train_frequency,
             learning_starts=cfg.learning_starts,
+            n_step=cfg.n_step,
+            gamma=cfg.gamma,
         )
         self.gradient_steps = 0
         self.target_syncs = 0
@@ -231,7 +235,7 @@ class DQN:
                     batch.rewards_GB[g],
                     batch.next_obs_GB[g],
                     batch.dones_GB[g],
-                    cfg.gamma,
+                    batch.discounts_GB[g],
                     cfg.double_q,
                 )
             with step.autocast():

@@ -18,13 +18,35 @@ Validity. ``valid[i, t]`` says slot t of env i starts a transition whose k + 1 f
 all in the ring and belong together. Writing slot w invalidates slots w .. w + k - 1: the
 oldest transitions whose stacks reach back to w. Sampling draws filled slots uniformly and
 redraws the few invalid ones (padding, the newest slot of each env, the ring's seam).
+
+n-step returns (Sutton 1988; Rainbow, Hessel et al. 2018, uses n = 3). With ``n_step`` n
+a sampled slot s carries ``r_s + gamma r_(s+1) + ... + gamma^(m-1) r_(s+m-1)`` and the
+observation at s + m to bootstrap from, discounted by ``gamma^m``: m is n, or less where
+the episode terminated (nothing to bootstrap), was cut by a step limit (its final frame
+follows) or where the env's newest frame is (the chain stops at the data there is). The
+chain follows one env's ring, so it never crosses into another episode: a slot after a
+termination is never reached, and a slot that is not ``valid`` ends it.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
+
+
+class ReplaySample(NamedTuple):
+    """A batch of transitions; ``rewards`` are n-step returns and ``discounts`` the factor
+    of the bootstrapped value (gamma^m; gamma for 1-step transitions)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    dones: np.ndarray
+    """1.0 where the episode terminated within the transition's steps."""
+    discounts: np.ndarray
 
 
 class ReplayBuffer:
@@ -40,14 +62,21 @@ class ReplayBuffer:
         obs_dtype: np.dtype | type,
         frame_stack: int,
         seed: int,
+        n_step: int = 1,
+        gamma: float = 0.99,
     ) -> None:
         """``frame_stack`` k: observations are k frames stacked on axis 0 (each frame
-        ``obs_shape[0] / k`` channels); 1 for observations that are not stacks."""
+        ``obs_shape[0] / k`` channels); 1 for observations that are not stacks.
+        ``n_step``: steps summed per sampled transition, discounted by ``gamma``."""
         k = frame_stack
         if k < 1 or obs_shape[0] % k:
             raise ValueError(f"observations of shape {obs_shape} are not a stack of {k} frames")
+        if n_step < 1:
+            raise ValueError(f"n_step must be at least 1, not {n_step}")
         self.num_envs = num_envs
         self.frame_stack = k
+        self.n_step = n_step
+        self.gamma = gamma
         self.obs_shape = tuple(obs_shape)
         self.slots = math.ceil(capacity / num_envs)
         if self.slots < 4 * k:
@@ -140,11 +169,9 @@ class ReplayBuffer:
         arrays = (self.frames, self.actions, self.rewards, self.terminal, self.valid)
         return sum(a.nbytes for a in arrays)
 
-    def sample(
-        self, batch_size: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``batch_size`` transitions drawn uniformly with replacement:
-        (obs, actions, rewards, next_obs, dones), dones 1.0 where the episode terminated."""
+    def sample(self, batch_size: int) -> ReplaySample:
+        """``batch_size`` transitions drawn uniformly with replacement (see
+        :class:`ReplaySample`)."""
         if len(self) == 0:
             raise ValueError("cannot sample from a replay buffer without transitions")
         envs = np.empty(0, dtype=np.int64)
@@ -158,11 +185,46 @@ class ReplayBuffer:
             envs = np.concatenate([envs, env[keep]])
             slots = np.concatenate([slots, slot[keep]])
         envs, slots = envs[:batch_size], slots[:batch_size]
-        # One gather of k + 1 frames per transition; obs and next_obs are views into it.
-        window = (slots[:, None] + self._window) % self.slots
-        frames = self.frames[envs[:, None], window]  # (B, k + 1, *frame_shape)
         shape = (batch_size, *self.obs_shape)
-        obs = frames[:, :-1].reshape(shape)
-        next_obs = frames[:, 1:].reshape(shape)
-        dones = self.terminal[envs, slots].astype(np.float32)
-        return obs, self.actions[envs, slots], self.rewards[envs, slots], next_obs, dones
+        actions, rewards = self.actions[envs, slots], self.rewards[envs, slots]
+        dones = self.terminal[envs, slots]
+        if self.n_step == 1:
+            # One gather of k + 1 frames per transition; obs and next_obs are views into it.
+            window = (slots[:, None] + self._window) % self.slots
+            frames = self.frames[envs[:, None], window]  # (B, k + 1, *frame_shape)
+            discounts = np.full(batch_size, self.gamma, dtype=np.float32)
+            return ReplaySample(
+                frames[:, :-1].reshape(shape), actions, rewards,
+                frames[:, 1:].reshape(shape), dones.astype(np.float32), discounts,
+            )  # fmt: skip
+        rewards, steps, dones = self._n_step_chains(envs, slots, rewards, dones)
+        stack = self._window[:-1]  # the k frames of one observation
+        obs = self.frames[envs[:, None], (slots[:, None] + stack) % self.slots]
+        later = (slots + steps)[:, None] + stack
+        next_obs = self.frames[envs[:, None], later % self.slots]
+        discounts = (self.gamma**steps).astype(np.float32)
+        return ReplaySample(
+            obs.reshape(shape), actions, rewards, next_obs.reshape(shape),
+            dones.astype(np.float32), discounts,
+        )  # fmt: skip
+
+    def _n_step_chains(
+        self, envs: np.ndarray, slots: np.ndarray, rewards: np.ndarray, dones: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The n-step returns of the transitions at ``slots``, the steps m each one sums and
+        whether its episode terminated within them."""
+        returns = rewards.astype(np.float64)
+        steps = np.ones(slots.shape, dtype=np.int64)
+        dones = dones.copy()
+        # slots written after s in this lap of the ring: beyond them lies older data
+        written_after = (self.head[envs] - slots - 1) % self.slots
+        going = ~dones
+        for j in range(1, self.n_step):
+            slot = (slots + j) % self.slots
+            going &= (j <= written_after) & self.valid[envs, slot]
+            returns += np.where(going, self.gamma**j * self.rewards[envs, slot], 0.0)
+            steps[going] = j + 1
+            ended = going & self.terminal[envs, slot]
+            dones |= ended
+            going &= ~ended
+        return returns.astype(np.float32), steps, dones

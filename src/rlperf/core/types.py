@@ -41,6 +41,10 @@ class DataSpec:
     """transitions: env steps (all envs together) per gradient step."""
     learning_starts: int = 0
     """transitions: transitions in the replay before the first gradient step."""
+    n_step: int = 1
+    """transitions: env steps summed per replayed transition (n-step returns)."""
+    gamma: float = 0.99
+    """transitions: the discount of the n-step returns the replay sums."""
 
 
 @dataclass
@@ -134,6 +138,8 @@ class Transitions:
     rewards_GB: torch.Tensor
     next_obs_GB: torch.Tensor
     dones_GB: torch.Tensor
+    discounts_GB: torch.Tensor
+    """The factor of each bootstrapped value: gamma^m for a return of m steps."""
     env_steps: int
     """Env steps collected when the batch was sampled (for schedules such as target syncs)."""
 

@@ -74,7 +74,14 @@ class TransitionsRunner(LocalLearner):
             self.learner.to(memory_format=torch.channels_last)
         self.obs_shape = tuple(obs_space.shape)
         self.replay = ReplayBuffer(
-            self.spec.buffer_size, num_envs, self.obs_shape, obs_space.dtype, frame_stack, seed
+            self.spec.buffer_size,
+            num_envs,
+            self.obs_shape,
+            obs_space.dtype,
+            frame_stack,
+            seed,
+            n_step=self.spec.n_step,
+            gamma=self.spec.gamma,
         )
         self.frames_per_step = frames_per_step
         self.env_steps = 0
@@ -132,20 +139,12 @@ class TransitionsRunner(LocalLearner):
         if G == 0:
             empty = torch.empty((0, B, *self.obs_shape), dtype=self._obs_dtype())
             zeros = torch.empty((0, B))
-            batch = Transitions(empty, zeros.long(), zeros, empty, zeros, self.env_steps)
+            batch = Transitions(empty, zeros.long(), zeros, empty, zeros, zeros, self.env_steps)
         else:
-            obs, actions, rewards, next_obs, dones = self.replay.sample(G * B)
-
-            def shaped(a: np.ndarray) -> torch.Tensor:
-                return torch.from_numpy(a).reshape(G, B, *a.shape[1:])
-
+            sample = self.replay.sample(G * B)
             batch = Transitions(
-                shaped(obs),
-                shaped(actions),
-                shaped(rewards),
-                shaped(next_obs),
-                shaped(dones),
-                self.env_steps,
+                *(torch.from_numpy(a).reshape(G, B, *a.shape[1:]) for a in sample),
+                env_steps=self.env_steps,
             )
         return batch.to(self.learner_device, non_blocking=self.learner_device.type == "cuda")
 

@@ -41,6 +41,8 @@ class DQNConfig(AlgorithmSection):
     """Adam epsilon."""
     gamma: Fraction = 0.99
     """Discount factor."""
+    n_step: PositiveInt = 1
+    """Env steps summed per replayed transition: n-step returns (Sutton 1988; Rainbow uses 3), bootstrapped from the observation n steps on, or fewer where the episode ends first; 1 = 003's one-step target."""
     target_network_frequency: PositiveInt = 1000
     """Env steps between two copies of the online network into the target network."""
     start_e: Fraction = 1.0
