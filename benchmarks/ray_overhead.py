@@ -137,7 +137,7 @@ def part_actors(args: argparse.Namespace) -> None:
     import torch
 
     from rlperf.config.schema import RunConfig
-    from rlperf.models.catalog import build_model
+    from rlperf.models.catalog import build_model, frame_dim
     from rlperf.runners.ray_actors import RayRunner
     from rlperf.telemetry.timers import PhaseTimer
     from rlperf.training import registry
@@ -148,7 +148,7 @@ def part_actors(args: argparse.Namespace) -> None:
     cfg.env.num_envs = args.num_envs
     cfg.model.name = "nature" if args.env_id.startswith("ALE/") else "mlp"
     cfg.ppo.num_steps = args.num_steps
-    dim = registry.resolve_dim(cfg)
+    dim = frame_dim(cfg.env, cfg.model)
     spaces = registry.env_spaces(cfg, dim, None)
     obs_shape = tuple(spaces.observation.shape or ())
     make_policy = functools.partial(build_model, cfg.model, obs_shape, int(spaces.action.n))

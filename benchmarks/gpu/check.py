@@ -24,9 +24,9 @@ that fails or runs out of time is recorded as such and the next one still runs.
      ``inference_gpu``: Table 3.4 as one GPU allows (``thesis-inference``: R1 and R5 on
      the GPU, R8 on the CPU; the first game apart from the steady steps). The last two need
      the thesis's workers (Ray); ``rlperf report`` on all of them after each.
-``check.sh --pong OUT`` (at most 3 x ``--pong-cap`` seconds):
-  5. ``pong``: Pong to a mean of 17 over 100 games and EMA 17 with seeds 1, 2 and 3, one
-     after the other, each stopped at the cap (a cap reached is recorded, not hidden).
+``check.sh --pong OUT`` (at most ``--pong-seeds`` x ``--pong-cap`` seconds):
+  5. ``pong``: Pong to a mean of 17 over 100 games and EMA 17 with seeds 1, 2 and 3
+     (``--pong-seeds``), one after the other, each stopped at the cap (a cap reached is recorded, not hidden).
 Both end with 7: ``summary.json``, ``summary.md`` (the table and every command),
 ``check.log`` (every step's output) and the report's figures in OUT, at most 8 files. The
 summary is rewritten after every step, so a command cut short still returns what it did.
@@ -119,6 +119,7 @@ class Budgets:
     variant_s: float = 30
     placement_s: float = 30
     pong_cap: float = 130
+    pong_seeds: int = 3
 
     @classmethod
     def dry(cls) -> Budgets:
@@ -385,7 +386,7 @@ class Check:
         seeds: dict[str, Any] = {}
         step.figures["seeds"] = seeds
         target = "-20" if self.dry else "17"
-        for seed in (1, 2, 3):
+        for seed in range(1, self.budgets.pong_seeds + 1):
             name = f"seed{seed}"
             argv = self.train_command(name, f"stop.target_reward={target}", seed=seed)
             before, status, began = step.seconds, step.status, time.time()
@@ -707,11 +708,12 @@ def markdown(data: dict[str, Any]) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path, help="output folder (summary, log, figures)")
-    p.add_argument("--pong", action="store_true", help="step 5: Pong with seeds 1-3")
+    p.add_argument("--pong", action="store_true", help="step 5: Pong with seeds 1-3 (--pong-seeds)")
     p.add_argument("--dry-run", action="store_true", help="every step on the CPU, tiny budgets")
     p.add_argument("--train-seconds", type=float, help="step 4's training seconds (60)")
     p.add_argument("--placement-seconds", type=float, help="step 6's seconds per point (30)")
     p.add_argument("--pong-cap", type=float, help="step 5's cap per seed in seconds (130)")
+    p.add_argument("--pong-seeds", type=int, help="step 5's seeds: 1..N (3)")
     p.add_argument("--skip", default="", help=f"steps to leave out: {', '.join(MAIN_STEPS)}")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
@@ -728,6 +730,7 @@ def main() -> int:
         ("train_s", args.train_seconds),
         ("placement_s", args.placement_seconds),
         ("pong_cap", args.pong_cap),
+        ("pong_seeds", args.pong_seeds),
     ):
         if value is not None:
             setattr(budgets, attr, value)

@@ -24,14 +24,14 @@ import numpy as np
 
 from rlperf.cli import build_train_config
 from rlperf.envs.make import make_engine_envs
-from rlperf.training.registry import resolve_dim
+from rlperf.models.catalog import frame_dim
 
 
 def measure(train_argv: list[str], seconds: float, repeats: int) -> dict[str, object]:
     """Median, min and max env steps/s over ``repeats`` runs of ``seconds`` each."""
     cfg, _ = build_train_config(train_argv)
     # all the run's envs in this one process, whichever runner would spread them over actors
-    envs = make_engine_envs(cfg.env, resolve_dim(cfg), cfg.seed)
+    envs = make_engine_envs(cfg.env, frame_dim(cfg.env, cfg.model), cfg.seed)
     try:
         envs.reset(cfg.seed)
         n = envs.num_envs

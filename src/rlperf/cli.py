@@ -37,7 +37,6 @@ from rlperf.config.thesis_options import (
     share_gpus,
 )
 from rlperf.core.errors import ConfigError, UserInputError
-from rlperf.runners.facts import RUNNER_FACTS
 
 EXIT_USAGE = 2
 
@@ -232,6 +231,8 @@ def build_train_config(argv: Sequence[str]) -> tuple[RunConfig, argparse.Namespa
         if note:
             print(f"rlperf: -w {workers}: {note}", file=sys.stderr)
         if placement is not None:
+            from rlperf.training.registry import RUNNER_FACTS  # heavy: the runners
+
             on_ray = RUNNER_FACTS[cfg.runner.name].on_ray
             share_gpus(cfg, placement, workers, on_ray=on_ray, given=explicit_keys)
     elif args.envs_per_worker is not None:
@@ -324,8 +325,8 @@ def cmd_train(argv: Sequence[str]) -> int:
         print(dump_run_config(preview(cfg)), end="")
         return 0
     from rlperf.training.session import (  # heavy imports after parsing
-        TrainingSession,
         default_run_name,
+        start_session,
     )
 
     resume_from: Path | None = None
@@ -351,7 +352,7 @@ def cmd_train(argv: Sequence[str]) -> int:
             resume_from = checkpoint
     else:
         run_dir = Path(cfg.runs_root) / (cfg.run_name or default_run_name(cfg))
-    session = TrainingSession(
+    session = start_session(
         cfg,
         run_dir,
         command=["rlperf", "train", *argv],

@@ -118,21 +118,21 @@ def play(
     ``greedy=None`` picks the run's natural mode: greedy for DQN and PQN, sampling for the
     actor-critics (trained stochastic policies can loop forever when made greedy).
     """
-    from rlperf.config.load import load_config_file
+    from rlperf.config.validate import load_valid_config
     from rlperf.deploy.policy import CONFIG_FILE, resolve_policy_source
     from rlperf.envs.make import is_atari, make_env, validate_env_id
     from rlperf.envs.montezuma import MontezumaEnv, is_montezuma
-    from rlperf.training.registry import resolve_dim
+    from rlperf.models.catalog import frame_dim
 
     if episodes < 1:
         raise UserInputError(f"--episodes must be >= 1, got {episodes}")
     run_dir = resolve_policy_source(str(run_dir))
-    cfg = load_config_file(run_dir / CONFIG_FILE)
+    cfg = load_valid_config(run_dir / CONFIG_FILE)
     validate_env_id(cfg.env.id)
     atari = is_atari(cfg.env.id)
     if video is not None and not atari:
         raise UserInputError(f"video recording needs an Atari game; {cfg.env.id} has no screen")
-    dim = resolve_dim(cfg)
+    dim = frame_dim(cfg.env, cfg.model)
     seed = cfg.seed + 10_000 if seed is None else seed
     montezuma = atari and is_montezuma(cfg.env.id)
     env: Any = (

@@ -193,3 +193,6 @@ def test_bad_values_and_pairings_are_config_errors():
         check(RunConfig(algo="ppo", runner=RunnerConfig(name="hogwild")))
     with pytest.raises(ConfigError, match="a3c learns in one process"):
         check_pairing(RunConfig(algo="a3c", runner=RunnerConfig(num_learners=2)))
+    # a path that names nothing is refused by the checks, before a model is built
+    with pytest.raises(ConfigError, match="a3c.init_weights: nowhere.safetensors does not exist"):
+        check(RunConfig(algo="a3c", a3c=A3CConfig(init_weights="nowhere.safetensors")))

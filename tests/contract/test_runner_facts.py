@@ -6,6 +6,8 @@ test_runner_matrix.py and each runner's own tests.)"""
 
 import copy
 import functools
+import importlib
+import pkgutil
 import re
 
 import pytest
@@ -17,9 +19,10 @@ from rlperf.config.schema import ALGORITHM_FACTS, ALGORITHM_SECTIONS, RunConfig,
 from rlperf.config.section import declared_ranges
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
-from rlperf.models.catalog import build_model
-from rlperf.runners.facts import RUNNER_FACTS
+from rlperf.models.catalog import build_model, frame_dim
+from rlperf.runners.facts import RunnerFacts
 from rlperf.training import checks, registry
+from rlperf.training.registry import RUNNER_FACTS
 from rlperf.training.resolve import resolve
 
 ENV = {"rnd": "ALE/MontezumaRevenge-v5", "dqn": "CartPole-v1"}
@@ -58,7 +61,7 @@ def _no_orthogonal_init(monkeypatch: pytest.MonkeyPatch) -> None:
 def _policy(algo: str):  # noqa: ANN202 - the algorithm's network, built once
     cfg, _ = build_train_config([*ALGO_PRESET.get(algo, []), "--env", ENV.get(algo, "CartPole-v1")])
     cfg = resolve(cfg).cfg  # the model for the env
-    spaces = registry.env_spaces(cfg, registry.resolve_dim(cfg), None)
+    spaces = registry.env_spaces(cfg, frame_dim(cfg.env, cfg.model), None)
     return build_model(cfg.model, tuple(spaces.observation.shape), int(spaces.action.n))
 
 
@@ -102,6 +105,28 @@ def test_every_registered_algorithm_is_declared_and_every_declared_one_registere
     # declared: a settings section in config/algorithms/ (a RunConfig field named after it,
     # with its facts); registered: a line in training/registry.py
     assert set(ALGORITHM_SECTIONS) == set(ALGORITHM_FACTS) == set(registry.ALGORITHMS)
+
+
+def test_every_runner_class_is_declared_and_registered() -> None:
+    # declared: a runner class with its name and facts; registered: a line of RUNNER_PARTS.
+    # A runner class that declares facts but is not registered, or a registered one that
+    # declares none, fails here.
+    import rlperf.runners as package
+
+    modules = [
+        importlib.import_module(f"rlperf.runners.{info.name}")
+        for info in pkgutil.iter_modules(package.__path__)
+    ]
+    declared = {
+        obj
+        for module in modules
+        for obj in vars(module).values()
+        if isinstance(obj, type) and obj.__module__ == module.__name__ and "facts" in vars(obj)
+    }
+    registered = {cls for cls, _ in registry.RUNNER_PARTS}
+    assert declared == registered
+    assert set(RUNNER_FACTS) == set(registry.RUNNERS) == {cls.name for cls in registered}
+    assert all(isinstance(cls.facts, RunnerFacts) for cls in registered)
 
 
 @pytest.mark.parametrize("algo", ALGORITHM_SECTIONS)

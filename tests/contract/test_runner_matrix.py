@@ -9,8 +9,8 @@ import psutil
 import pytest
 
 from rlperf.cli import main
-from rlperf.runners.facts import RUNNER_FACTS
 from rlperf.training import registry
+from rlperf.training.registry import RUNNER_FACTS
 from tests.conftest import read_metrics
 from tests.contract.test_runner_facts import DATA, allowed
 

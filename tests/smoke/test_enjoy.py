@@ -1,6 +1,8 @@
 """rlperf enjoy: plays the checkpoint of every algorithm; prints scores (and on Montezuma's
 Revenge the rooms); writes videos that can be read back frame by frame."""
 
+import shutil
+
 import cv2
 import pytest
 import torch
@@ -117,3 +119,15 @@ def test_enjoy_bad_input_is_one_line_and_exit_2(montezuma_run, tmp_path, args, n
 def test_enjoy_on_a_missing_run_directory(tmp_path, capsys):
     assert main(["enjoy", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_enjoy_refuses_a_hand_edited_config_in_one_line(montezuma_run, tmp_path, capsys):
+    # A copy of the run whose config.yaml says frame_stack 0: refused by the validator
+    # before an env or a network is built from it, and the run itself is left as it was.
+    edited = tmp_path / "edited"
+    shutil.copytree(montezuma_run, edited)
+    config = edited / "config.yaml"
+    config.write_text(config.read_text().replace("frame_stack: 4", "frame_stack: 0"))
+    assert main(["enjoy", str(edited)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "env.frame_stack must be positive" in err and "\n" not in err

@@ -275,8 +275,16 @@ def test_action_sets_and_fire_reset():
     full.close()
 
 
-def test_invalid_knobs_raise_config_error():
-    with pytest.raises(ConfigError, match="frameskip"):
-        AtariEnv(EnvConfig(id="ALE/Pong-v5", frameskip=0), 84, seed=0)
-    with pytest.raises(ConfigError, match="dim"):
-        AtariEnv(EnvConfig(id="ALE/Pong-v5"), 0, seed=0)
+def test_invalid_knobs_are_refused_before_an_env_is_built():
+    # AtariEnv trusts a checked config: the validator refuses what ALE or OpenCV would
+    # crash on, in one line naming the key
+    from rlperf.config.schema import RunConfig
+    from rlperf.config.validate import validate
+
+    for key, value in (("frameskip", 0), ("frame_stack", 0), ("dim", 0), ("noop_max", -1)):
+        cfg = RunConfig(env=EnvConfig(id="ALE/Pong-v5", **{key: value}))
+        with pytest.raises(ConfigError, match=f"env.{key} must be"):
+            validate(cfg)
+    cfg = RunConfig(env=EnvConfig(id="ALE/Pong-v5", frameskip=4, frameskip_max=2))
+    with pytest.raises(ConfigError, match="env.frameskip_max .2. must be at least env.frameskip"):
+        validate(cfg)

@@ -77,6 +77,29 @@ def run_cli(capsys, *argv):
             ["ppo.minibatch_size=128"],
             "set exactly one of ppo.num_minibatches and ppo.minibatch_size",
         ),
+        # the engines' declared limits (envs/facts.py ENGINE_FACTS), refused before building
+        (
+            ["--engine", "ale-vector", "env.resize_interpolation=linear"],
+            "env.resize_interpolation=linear is not implemented by engine ale-vector",
+        ),
+        (
+            ["--engine", "envpool", "env.resize_interpolation=nearest"],
+            "is not implemented by engine envpool; valid: area, linear, or engine gymnasium",
+        ),
+        (
+            ["--engine", "envpool", "env.max_pool=false"],
+            "env.max_pool=false is not implemented by engine envpool",
+        ),
+        (
+            ["--env", "CartPole-v1", "model.activation=elu"],
+            "model.activation=elu applies to the image models; mlp uses tanh",
+        ),
+        (["--model", "1", "model.layer_norm=true"], "model.layer_norm applies to nature, nips"),
+        (["runner.ray_address=no-port"], "runner.ray_address is set but the runner is inproc"),
+        (
+            ["--runner", "ray", "runner.ray_address=no-port"],
+            "runner.ray_address 'no-port' is not a Ray address",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
@@ -424,3 +447,17 @@ def test_the_declarations_import_without_torch() -> None:
     code = "import sys, rlperf.config.schema, rlperf.config.section; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_an_engine_that_is_not_installed_is_refused_before_building(monkeypatch, capsys, tmp_path):
+    # the C++ engines are optional: a missing one is a one-line refusal naming the extra
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "envpool" else real(name, *a)
+    )
+    code, out, err = run_cli(capsys, "train", "--runs-root", str(tmp_path), "--engine", "envpool")
+    assert code == 2 and err.count("\n") == 1
+    assert "engine envpool needs the envpool package" in err and "rlperf[envpool]" in err
+    assert not any(tmp_path.iterdir())

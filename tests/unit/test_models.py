@@ -6,7 +6,13 @@ from torch import nn
 
 from rlperf.config.schema import ModelConfig
 from rlperf.core.errors import ConfigError
-from rlperf.models.catalog import MODELS, build_model, count_parameters, resolve_model_name
+from rlperf.models.catalog import (
+    MODELS,
+    build_model,
+    check_model_settings,
+    count_parameters,
+    resolve_model_name,
+)
 from rlperf.models.conv import ConvTorso, InputScaledConv2d, conv_output_shape, same_padding
 from rlperf.models.policy import network_input
 
@@ -141,7 +147,7 @@ def test_image_models_with_a_negative_side_keep_a_gradient_below_zero(
 
 def test_elu_is_refused_for_feature_models():
     with pytest.raises(ConfigError, match=r"model.activation=elu applies to the image models"):
-        build_model(ModelConfig(name="mlp", activation="elu"), (4,), 2)
+        check_model_settings(ModelConfig(name="mlp", activation="elu"), "mlp")
 
 
 @pytest.mark.parametrize(("name", "dim"), [("nips", 64), ("nature", 84), ("thesis-6", 168)])
@@ -182,4 +188,4 @@ def test_zero_sum_first_layer_is_refused_for_feature_models():
     with pytest.raises(
         ConfigError, match=r"model.zero_sum_first_layer applies to the image models"
     ):
-        build_model(ModelConfig(name="mlp", zero_sum_first_layer=True), (4,), 2)
+        check_model_settings(ModelConfig(name="mlp", zero_sum_first_layer=True), "mlp")

@@ -12,7 +12,7 @@ from rlperf.config.schema import ModelConfig, PQNConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
-from rlperf.models.catalog import build_model
+from rlperf.models.catalog import build_model, check_model_settings
 
 
 def _reference_q_lambda(rewards, max_q, dones, next_max_q, gamma, lam, truncation):
@@ -103,7 +103,7 @@ def test_layer_norm_sits_after_every_hidden_layer_of_the_image_and_mlp_torsos():
     plain = build_model(ModelConfig(name="nips"), (4, 64, 64), 6)
     assert not any(isinstance(m, nn.LayerNorm) for m in plain.modules())
     with pytest.raises(ConfigError, match="model.layer_norm applies to nature, nips and mlp"):
-        build_model(ModelConfig(name="thesis-1", layer_norm=True), (4, 84, 84), 6)
+        check_model_settings(ModelConfig(name="thesis-1", layer_norm=True), "thesis-1")
 
 
 def _rollout(T: int, N: int, generator: torch.Generator) -> Rollout:

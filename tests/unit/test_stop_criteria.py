@@ -6,6 +6,7 @@ from pathlib import Path
 from rlperf.config.schema import RunConfig
 from rlperf.envs.base import EpisodeEnd
 from rlperf.telemetry.episodes import EpisodeStats
+from rlperf.training.resolve import resolve
 from rlperf.training.session import TrainingSession
 
 
@@ -16,7 +17,7 @@ def session_with(
     cfg.stop.target_reward, cfg.stop.target_reward_metric = 17.0, metric
     for key, value in stop.items():
         setattr(cfg.stop, key, value)
-    session = TrainingSession(cfg, tmp_path / "run", command=["test"])
+    session = TrainingSession(resolve(cfg), tmp_path / "run", command=["test"])
     session.stats = EpisodeStats()
     session.stats.add([EpisodeEnd(0, r, 100) for r in returns])
     session.iteration = session.env_steps = 0

@@ -329,7 +329,8 @@ def to_dict(cfg: RunConfig) -> dict[str, Any]:
 
 
 def load_config_file(path: Path) -> RunConfig:
-    """A RunConfig from a saved config.yaml (e.g. a run directory's), fully validated."""
+    """A RunConfig from a saved config.yaml (e.g. a run directory's), each key parsed to its
+    type; :func:`rlperf.config.validate.load_valid_config` also judges the values."""
     try:
         data = yaml.safe_load(_read_text(path))
     except yaml.YAMLError as exc:

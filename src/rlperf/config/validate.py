@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 import typing
+from pathlib import Path
 
-from rlperf.config.load import coerce, get_key, iter_fields
+from rlperf.config.load import coerce, get_key, iter_fields, load_config_file
 from rlperf.config.schema import RunConfig, RunnerConfig, algorithm_sections
 from rlperf.config.section import declared_ranges
 from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
@@ -102,6 +103,14 @@ def validate(cfg: RunConfig) -> None:
             f"stop.anneal_steps is read only with stop.anneal_over=wall_time_steps, not "
             f"{stop.anneal_over}; for a fixed step budget use stop.total_timesteps"
         )
+
+
+def load_valid_config(path: Path) -> RunConfig:
+    """A saved config.yaml (a run directory's), parsed and validated: a file edited by hand
+    is refused in one line before an env or a network is built from it."""
+    cfg = load_config_file(path)
+    validate(cfg)
+    return cfg
 
 
 def _validate_faults(cfg: RunConfig) -> None:

@@ -87,10 +87,10 @@ def env_spec(cfg: RunConfig) -> tuple[int, tuple[int, ...], np.dtype, int]:
     the policy saw in training.
     """
     from rlperf.envs.make import make_env, validate_env_id
-    from rlperf.training.registry import resolve_dim
+    from rlperf.models.catalog import frame_dim
 
     validate_env_id(cfg.env.id)
-    dim = resolve_dim(cfg)
+    dim = frame_dim(cfg.env, cfg.model)
     env = make_env(cfg.env, dim, cfg.seed, training=False)
     try:
         space = env.observation_space
@@ -106,12 +106,12 @@ def load_run_policy(run_dir: Path, checkpoint: Path | None = None) -> RunPolicy:
 
     Raises :class:`UserInputError` (one line) for a missing run directory or checkpoint.
     """
-    from rlperf.config.load import load_config_file
+    from rlperf.config.validate import load_valid_config
     from rlperf.core.checkpoint import load_policy
     from rlperf.models.catalog import build_model
 
     run_dir = check_run_dir(Path(run_dir))
-    cfg = load_config_file(run_dir / CONFIG_FILE)
+    cfg = load_valid_config(run_dir / CONFIG_FILE)
     if cfg.algo in ("dqn", "pqn"):
         # Their networks output Q-values, not the (logits, value) every backend serves.
         raise UserInputError(

@@ -73,15 +73,6 @@ def camel_game_name(rom: str) -> str:
     return "".join(part.capitalize() for part in rom.split("_"))
 
 
-def validate_vector_config(cfg: EnvConfig, dim: int) -> None:
-    """Reject knob values the C++ engines would crash on (same messages as AtariEnv)."""
-    from rlperf.envs.atari import _validate
-
-    _validate(cfg, dim)
-    if cfg.num_envs < 1:
-        raise ConfigError(f"env.num_envs must be >= 1, got {cfg.num_envs}")
-
-
 def default_num_threads(num_envs: int) -> int:
     """One worker thread per usable core, never more than there are envs."""
     try:
@@ -179,12 +170,6 @@ class AleVectorEnv:
                 "pip install -U 'ale-py>=0.12'"
             ) from exc
 
-        validate_vector_config(cfg, dim)
-        if cfg.resize_interpolation != "area":
-            raise ConfigError(
-                f"env.resize_interpolation={cfg.resize_interpolation} is not supported by the "
-                "ale-vector engine (its C++ resize is always INTER_AREA); use area or the gymnasium engine"
-            )
         self.env_id = cfg.id
         self.num_envs = cfg.num_envs
         self._frameskip = cfg.frameskip

@@ -15,7 +15,6 @@ import gymnasium
 import numpy as np
 
 from rlperf.config.schema import EnvConfig
-from rlperf.core.errors import ConfigError
 from rlperf.envs.base import EnvState, GameEnd, check_state_kind, restore_rng, rng_state
 
 gymnasium.register_envs(ale_py)
@@ -61,7 +60,6 @@ class AtariEnv:
         ``dim`` is the output frame size (``cfg.dim`` may be unset, the model decides);
         ``training=False`` turns episodic life and reward clipping off, for evaluation.
         """
-        _validate(cfg, dim)
         self.env_id = cfg.id
         self._env = gymnasium.make(
             cfg.id,
@@ -303,34 +301,3 @@ class AtariEnv:
             return
         self._lives = self._ale.lives()
         self._fill_stack()
-
-
-def _validate(cfg: EnvConfig, dim: int) -> None:
-    """Reject knob values that would crash deep inside ALE or OpenCV with a cryptic error."""
-    checks = [
-        (isinstance(dim, int) and dim >= 1, f"env dim must be a positive integer, got {dim!r}"),
-        (cfg.frame_stack >= 1, f"env.frame_stack must be >= 1, got {cfg.frame_stack}"),
-        (cfg.frameskip >= 1, f"env.frameskip must be >= 1, got {cfg.frameskip}"),
-        (
-            cfg.frameskip_max is None or cfg.frameskip_max >= cfg.frameskip,
-            f"env.frameskip_max ({cfg.frameskip_max}) must be at least env.frameskip "
-            f"({cfg.frameskip})",
-        ),
-        (cfg.noop_max >= 0, f"env.noop_max must be >= 0, got {cfg.noop_max}"),
-        (
-            cfg.resize_interpolation in RESIZE_INTERPOLATIONS,
-            f"env.resize_interpolation must be one of {', '.join(RESIZE_INTERPOLATIONS)}, "
-            f"got {cfg.resize_interpolation!r}",
-        ),
-        (
-            0.0 <= cfg.repeat_action_probability <= 1.0,
-            f"env.repeat_action_probability must be in [0, 1], got {cfg.repeat_action_probability}",
-        ),
-        (
-            cfg.max_episode_steps is None or cfg.max_episode_steps >= 1,
-            f"env.max_episode_steps must be >= 1 or unset, got {cfg.max_episode_steps}",
-        ),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ConfigError(message)

@@ -52,8 +52,6 @@ class GymEnv:
             importlib.import_module(module)
         spec = gymnasium.spec(name)
         limit = resolve_max_episode_steps(cfg, spec.max_episode_steps)
-        if limit is not None and limit < 1:
-            raise ConfigError(f"env.max_episode_steps must be >= 1 or unset, got {limit}")
         # -1 tells gymnasium not to add the TimeLimit wrapper even if the spec registers one.
         self._env = gymnasium.make(
             name, max_episode_steps=-1 if limit is None else limit, disable_env_checker=True

@@ -48,7 +48,6 @@ from rlperf.envs.ale_vector import (
     camel_game_name,
     default_num_threads,
     no_snapshots,
-    validate_vector_config,
 )
 from rlperf.envs.base import EnvState, EpisodeEnd
 from rlperf.envs.envpool_options import envpool_options
@@ -56,7 +55,7 @@ from rlperf.envs.vector import VecStep
 
 try:
     import envpool
-except ImportError as exc:  # an optional dependency; the registry reports this as a ConfigError
+except ImportError as exc:  # an optional dependency; the config checks refuse it first
     raise ImportError(
         "the EnvPool engine needs envpool (tested with 1.2.5): pip install 'rlperf[envpool]'"
     ) from exc
@@ -85,7 +84,6 @@ class _EnvPoolBase:
         num_threads: int | None,
         training: bool,
     ) -> None:
-        validate_vector_config(cfg, dim)
         self.env_id = cfg.id
         self.num_envs = cfg.num_envs
         self.batch_size = batch_size

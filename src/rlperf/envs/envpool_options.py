@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from rlperf.config.schema import EnvConfig
-from rlperf.core.errors import ConfigError
 from rlperf.envs.ale_vector import NO_STEP_LIMIT
 
 
@@ -15,18 +14,9 @@ def envpool_options(cfg: EnvConfig, dim: int, training: bool) -> dict[str, Any]:
     """EnvPool's Atari options for an :class:`EnvConfig` (every knob set explicitly, because
     EnvPool's defaults are not DeepMind's: fire reset on, episodic life and clipping off).
 
-    Raises :class:`ConfigError` for settings EnvPool cannot honour.
+    What EnvPool cannot honour (``ENGINE_FACTS["envpool"]``) the config checks refused
+    before anything was built.
     """
-    if not cfg.max_pool and cfg.frameskip >= 2:
-        raise ConfigError(
-            "env.max_pool=false is not supported by the EnvPool engine (it always max-pools "
-            "the last two frames of a skip); use the sync or ale engine"
-        )
-    if cfg.resize_interpolation not in ("area", "linear"):
-        raise ConfigError(
-            f"env.resize_interpolation={cfg.resize_interpolation} is not supported by the EnvPool "
-            "engine (area or linear); use the gymnasium engine"
-        )
     return {
         "stack_num": cfg.frame_stack,
         "frame_skip": cfg.frameskip,

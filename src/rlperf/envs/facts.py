@@ -1,9 +1,9 @@
 """What rlperf knows about each kind of environment, in one table.
 
-The third facts table beside ``runners/facts.py`` and the algorithms' (declared by their
-sections in ``config/algorithms/``): the config checks
-(:mod:`rlperf.training.checks`) read it to refuse an engine or a model that cannot serve an env, and
-``model.name=auto`` reads the default model from it.
+The third facts table beside the runners' (each runner class declares its own) and the
+algorithms' (declared by their sections in ``config/algorithms/``): the config checks
+(:mod:`rlperf.training.checks`) read it to refuse an engine or a model that cannot serve an
+env, and ``model.name=auto`` reads the default model from it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from rlperf.config.choices import Engine
+from rlperf.config.choices import Engine, ResizeInterpolation
 from rlperf.envs.make import is_atari
 
 ENGINES: frozenset[str] = frozenset(typing.get_args(Engine))
@@ -40,6 +40,34 @@ ENV_FACTS: dict[str, EnvFacts] = {
     "football": EnvFacts("features", frozenset({"gymnasium"}), "football-mlp"),
     # any other gymnasium id (classic control and the like): a flat observation vector
     "features": EnvFacts("features", frozenset({"gymnasium"}), "mlp"),
+}
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What one env engine implements of the env settings; the config checks refuse the
+    rest before anything is built (its builder trusts a checked config)."""
+
+    resize_interpolations: frozenset[str]
+    """The frame resizes it implements (``env.resize_interpolation``)."""
+    unpooled_frames: bool
+    """It can keep a skip's last frame as it is (``env.max_pool=false``) instead of the max
+    of the last two."""
+    package: str
+    """The package it needs installed (the C++ engines are optional dependencies)."""
+    extra: str
+    """What to ``pip install`` for it."""
+
+
+ENGINE_FACTS: dict[str, EngineFacts] = {
+    # rlperf's own Atari env: OpenCV's resizes, pooling optional
+    "gymnasium": EngineFacts(
+        frozenset(typing.get_args(ResizeInterpolation)), True, "gymnasium", "rlperf"
+    ),
+    # EnvPool always max-pools the last two frames of a skip; its resize is area or linear
+    "envpool": EngineFacts(frozenset({"area", "linear"}), False, "envpool", "rlperf[envpool]"),
+    # ale-py's C++ vector env resizes with INTER_AREA only
+    "ale-vector": EngineFacts(frozenset({"area"}), True, "ale_py", "rlperf[atari]"),
 }
 
 

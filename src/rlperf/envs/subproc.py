@@ -64,7 +64,7 @@ import gymnasium
 import numpy as np
 
 from rlperf.config.schema import EnvConfig
-from rlperf.core.errors import ConfigError, WorkerError, describe_exit
+from rlperf.core.errors import WorkerError, describe_exit
 from rlperf.core.resources import children_ignore_sigint
 from rlperf.envs.base import EnvState, EpisodeEnd, SingleEnv
 from rlperf.envs.make import make_env, validate_env_id
@@ -647,12 +647,6 @@ def make_subproc_vector_env(
 ) -> SubprocVectorEnv:
     """``cfg.num_envs`` copies of :func:`~rlperf.envs.make.make_env` in ``num_workers``
     processes; env i gets ``seed + i``, as :func:`~rlperf.envs.make.make_vector_env` does."""
-    if cfg.num_envs < 1:
-        raise ConfigError(f"env.num_envs must be >= 1, got {cfg.num_envs}")
-    if not 1 <= num_workers <= cfg.num_envs or cfg.num_envs % num_workers:
-        raise ConfigError(
-            f"num_workers must divide env.num_envs ({cfg.num_envs}) and be >= 1, got {num_workers}"
-        )
     validate_env_id(cfg.id)  # a one-line error here rather than one per worker
     env_fns = [
         functools.partial(make_env, cfg, dim, seed + i, training, i) for i in range(cfg.num_envs)

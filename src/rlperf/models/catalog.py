@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from rlperf.config.schema import ModelConfig
+from rlperf.config.schema import EnvConfig, ModelConfig
 from rlperf.core.errors import ConfigError
+from rlperf.envs.facts import env_facts
 from rlperf.models.conv import NIPS_CNN, ConvTorso, NatureTorso
 from rlperf.models.policy import ActorCritic
 
@@ -96,7 +97,7 @@ MODELS: dict[str, ModelSpec] = {
 
 
 AUTO = "auto"
-"""The default model name: resolved against the env by :func:`rlperf.training.registry.default_model`."""
+"""The default model name: resolved against the env by :func:`run_model_name`."""
 
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -119,27 +120,45 @@ def resolve_model_name(name: str) -> str:
     return key
 
 
-def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) -> ActorCritic:
-    """The actor-critic for ``cfg`` on observations of ``obs_shape`` (C, H, W) or (features,)."""
-    name = resolve_model_name(cfg.name)
-    if name == AUTO:
-        raise ConfigError(
-            "model auto must be resolved against the env first (registry.default_model)"
-        )
+def run_model_name(model: ModelConfig, env_id: str) -> str:
+    """The model a run builds, by its canonical name: ``auto`` is the default model of
+    ``env_id``'s kind of env (its row of ``ENV_FACTS``)."""
+    name = env_facts(env_id).default_model if model.name == AUTO else model.name
+    return resolve_model_name(name)
+
+
+def frame_dim(env: EnvConfig, model: ModelConfig) -> int:
+    """The Atari frame size: env.dim, else the model's designed input size, else 84 (a
+    thesis model's own size is held to by :mod:`rlperf.training.checks`)."""
+    return env.dim or MODELS[run_model_name(model, env.id)].input_dim or 84
+
+
+def check_model_settings(cfg: ModelConfig, name: str) -> None:
+    """Refuse (one line) a ``model.*`` setting that model ``name`` does not have; the config
+    checks call this before anything is built, and :func:`build_model` trusts them."""
     spec = MODELS[name]
-    share = spec.vf_share_layers if cfg.vf_share_layers is None else cfg.vf_share_layers
     if cfg.layer_norm and (spec.kind == "conv" or spec.lstm_size):
         raise ConfigError(f"model.layer_norm applies to nature, nips and mlp models, not {name}")
+    if spec.kind == "mlp" and cfg.activation != "relu":
+        raise ConfigError(
+            f"model.activation={cfg.activation} applies to the image models; {name} uses tanh"
+        )
+    if spec.kind == "mlp" and cfg.zero_sum_first_layer:
+        raise ConfigError(
+            f"model.zero_sum_first_layer applies to the image models; {name} has no conv layer"
+        )
+
+
+def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) -> ActorCritic:
+    """The actor-critic for ``cfg`` (checked: :func:`check_model_settings`) on observations
+    of ``obs_shape`` (C, H, W) or (features,)."""
+    name = resolve_model_name(cfg.name)
+    if name == AUTO:
+        raise ConfigError("model auto must be resolved against the env first (run_model_name)")
+    spec = MODELS[name]
+    share = spec.vf_share_layers if cfg.vf_share_layers is None else cfg.vf_share_layers
 
     if spec.kind == "mlp":
-        if cfg.activation != "relu":
-            raise ConfigError(
-                f"model.activation={cfg.activation} applies to the image models; {name} uses tanh"
-            )
-        if cfg.zero_sum_first_layer:
-            raise ConfigError(
-                f"model.zero_sum_first_layer applies to the image models; {name} has no conv layer"
-            )
         if len(obs_shape) != 1:
             raise ConfigError(
                 f"model mlp needs flat feature observations, got shape {obs_shape}; use nature or thesis-N for images"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -29,12 +29,14 @@ from rlperf.core.errors import ActorError
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.facts import ENGINES
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor import ActorSetup, actor_main
 from rlperf.runners.actor_stats import ActorStats
 from rlperf.runners.base import LocalLearner, RolloutDriver
 from rlperf.runners.child import ProcessStart, RolloutReport
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
+from rlperf.runners.facts import RunnerFacts
 from rlperf.runners.shared_memory import (
     RolloutSlots,
     SharedPolicyWeights,
@@ -72,6 +74,8 @@ class DecoupledRunner(LocalLearner, SupervisedRunner, RolloutDriver):
     """Actors and learner in separate processes, overlapping, with bounded policy lag."""
 
     name = "decoupled"
+    # at least one update behind; the runner drops rollouts above the algorithm's bound
+    facts: ClassVar[RunnerFacts] = RunnerFacts(frozenset({"rollout"}), 1, ENGINES, True, rnd=True)
 
     def __init__(
         self,

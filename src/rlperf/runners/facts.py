@@ -1,17 +1,21 @@
-"""What rlperf knows about each runner, in one table.
+"""What a runner declares about itself: its capabilities, and the checks that concern it alone.
 
-Every rule of the form "runner X cannot do Y" is a field of :class:`RunnerFacts`: the
-config checks (:mod:`rlperf.training.checks`), the registry (which envs to build, whether RND
-corrects for lag) and the tests' algorithm x runner matrix all read ``RUNNER_FACTS``
-instead of lists of names. Adding a runner means a row here and its factory in
-``registry.py``.
+Every rule of the form "runner X cannot do Y" is a field of :class:`RunnerFacts`. Each runner
+class declares its own (``facts``, beside its ``name``); the registry collects them into
+``RUNNER_FACTS``, which the config checks (:mod:`rlperf.training.checks`), the registry
+itself (which envs to build, whether RND corrects for lag) and the tests' algorithm x runner
+matrix read instead of lists of names. Adding a runner means its class, with its name and
+facts, and a line in ``registry.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rlperf.envs.facts import ENGINES as ALL_ENGINES
+if TYPE_CHECKING:
+    from rlperf.config.schema import RunConfig
 
 
 @dataclass(frozen=True)
@@ -44,62 +48,6 @@ class RunnerFacts:
     """Data kinds for which it acts with the learner's own network (so on its device)."""
     on_ray: bool = False
     """Its actors are Ray actors (the ``runner.ray_*`` keys apply; needs ``rlperf[ray]``)."""
-
-
-RUNNER_FACTS: dict[str, RunnerFacts] = {
-    # rollouts, or (DQN) transitions interleaved with gradient steps in one process
-    "inproc": RunnerFacts(
-        frozenset({"rollout", "transitions"}),
-        0,
-        ALL_ENGINES,
-        builds_own_envs=False,
-        data_parallel=True,
-        compile=True,
-        rnd=True,
-        # DQN's transitions are played by the network being trained, between its steps
-        acts_on_learner_device=frozenset({"transitions"}),
-    ),
-    # the C++ engines run their own thread pools: behind worker processes they would only
-    # add copies
-    "subprocess": RunnerFacts(
-        frozenset({"rollout"}),
-        0,
-        frozenset({"gymnasium"}),
-        builds_own_envs=False,
-        data_parallel=True,
-        compile=True,
-        rnd=True,
-    ),
-    # at least one update behind; the runner drops rollouts above the algorithm's bound
-    "decoupled": RunnerFacts(frozenset({"rollout"}), 1, ALL_ENGINES, True, rnd=True),
-    # a worker's local copy trails the shared model by the updates other workers applied
-    # during its segment (A3C's Hogwild lag)
-    # Its workers pickle the whole algorithm once at spawn; APPO's and IMPALA's shared
-    # tensors do not survive that (their workers die at start), so only A3C runs here.
-    # Its model lives in CPU shared memory: CUDA tensors would need CUDA IPC and one device
-    # for every process, which it does not do. Its workers act step by step, so they can
-    # carry an LSTM's state.
-    "hogwild": RunnerFacts(
-        frozenset({"rollout"}),
-        1,
-        ALL_ENGINES,
-        True,
-        algorithms=frozenset({"a3c"}),
-        cuda=False,
-        recurrent=True,
-    ),
-    # the play process acts with the weights of its last pull, updates behind the trainer
-    "play-train": RunnerFacts(frozenset({"transitions"}), 1, ALL_ENGINES, True, max_workers=1),
-    # synchronous (every actor acts with the current weights) when the algorithm needs lag
-    # 0, asynchronous with the algorithm's lag bound otherwise
-    "ray": RunnerFacts(frozenset({"rollout"}), 0, ALL_ENGINES, True, on_ray=True),
-    # RLlib 1.1's rollout workers (the thesis's -w N): always synchronous, weights pushed to
-    # every worker after each update
-    "rllib": RunnerFacts(frozenset({"rollout"}), 0, ALL_ENGINES, True, on_ray=True),
-}
-
-
-def runners_with(fact: str) -> str:
-    """The runners with ``fact``, as prose: ``inproc, subprocess and decoupled``."""
-    names = [n for n, f in RUNNER_FACTS.items() if getattr(f, fact)]
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    check: Callable[[RunConfig], None] | None = None
+    """Its own refusals (one-line ConfigError) of a config it is asked to run, beyond what
+    the fields above tell the checker; called before anything is built."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
+from typing import ClassVar
 
 import torch
 
@@ -42,9 +43,11 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.shared_optim import SharedOptimizer
 from rlperf.core.types import WorkerUpdates
 from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.facts import ENGINES
 from rlperf.runners.base import Iteration
 from rlperf.runners.child import ProcessStart
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
+from rlperf.runners.facts import RunnerFacts
 from rlperf.runners.hogwild_worker import (
     SEGMENT_PHASES,
     SegmentReport,
@@ -81,6 +84,21 @@ class HogwildRunner(SupervisedRunner):
     """A3C's asynchronous workers on one shared model and one shared optimizer."""
 
     name = "hogwild"
+    # A worker's local copy trails the shared model by the updates other workers applied
+    # during its segment (A3C's Hogwild lag). Its workers pickle the whole algorithm once
+    # at spawn; APPO's and IMPALA's shared tensors do not survive that (their workers die at
+    # start), so only A3C runs here. Its model lives in CPU shared memory: CUDA tensors would
+    # need CUDA IPC and one device for every process, which it does not do. Its workers act
+    # step by step, so they can carry an LSTM's state.
+    facts: ClassVar[RunnerFacts] = RunnerFacts(
+        frozenset({"rollout"}),
+        1,
+        ENGINES,
+        True,
+        algorithms=frozenset({"a3c"}),
+        cuda=False,
+        recurrent=True,
+    )
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -20,9 +20,11 @@ from rlperf.core.errors import WorkerError
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.facts import ENGINES
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.base import LocalLearner, RolloutDriver
 from rlperf.runners.collector import RolloutCollector
+from rlperf.runners.facts import RunnerFacts
 from rlperf.telemetry.timers import PhaseTimer
 
 
@@ -35,6 +37,19 @@ class InProcRunner(LocalLearner, RolloutDriver):
     """
 
     name = "inproc"
+    facts: ClassVar[RunnerFacts] = RunnerFacts(
+        frozenset({"rollout", "transitions"}),
+        0,
+        ENGINES,
+        builds_own_envs=False,
+        data_parallel=True,
+        compile=True,
+        rnd=True,
+        # DQN's transitions are played by the network being trained, between its steps
+        # (TransitionsRunner, the same runner name for transitions algorithms)
+        acts_on_learner_device=frozenset({"transitions"}),
+    )
+    """Rollouts, or (DQN) transitions interleaved with gradient steps, in one process."""
 
     def __init__(self, cfg: RunnerConfig, envs: VectorEnv, algo: Algorithm, *, seed: int) -> None:
         self.cfg = cfg

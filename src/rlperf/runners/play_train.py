@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ from rlperf.core.devices import resolve_device
 from rlperf.core.errors import ActorError
 from rlperf.core.protocols import Behaviour, OffPolicyAlgorithm
 from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.facts import ENGINES
 from rlperf.envs.vector import VectorEnv
 from rlperf.runners.child import (
     ProcessStart,
@@ -52,6 +53,7 @@ from rlperf.runners.child import (
     wait_for_free_slot,
 )
 from rlperf.runners.env_slice import EnvSlice, EnvSliceFactory
+from rlperf.runners.facts import RunnerFacts
 from rlperf.runners.shared_memory import SharedPolicyWeights
 from rlperf.runners.supervisor import Supervisor, Worker
 from rlperf.runners.transitions import TransitionsRunner
@@ -185,6 +187,10 @@ class PlayTrainRunner(TransitionsRunner):
     """A play process acting and stepping the envs; this process replays and learns."""
 
     name = "play-train"
+    # the play process acts with the weights of its last pull, updates behind the trainer
+    facts: ClassVar[RunnerFacts] = RunnerFacts(
+        frozenset({"transitions"}), 1, ENGINES, True, max_workers=1
+    )
 
     def __init__(
         self,

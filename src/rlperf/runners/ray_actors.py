@@ -42,7 +42,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -52,13 +52,15 @@ from rlperf.core.errors import ActorError
 from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.base import EpisodeEnd
+from rlperf.envs.facts import ENGINES
 from rlperf.models.policy import ActorCritic
 from rlperf.runners.actor_stats import ActorStats
 from rlperf.runners.base import LocalLearner, RolloutDriver
 from rlperf.runners.child import ProcessStart
 from rlperf.runners.decoupled import learner_threads
 from rlperf.runners.env_slice import EnvSliceFactory
-from rlperf.runners.ray_cluster import check_capacity, connect, import_ray
+from rlperf.runners.facts import RunnerFacts
+from rlperf.runners.ray_cluster import check_capacity, check_ray_config, connect, import_ray
 from rlperf.runners.ray_rollout_actor import (
     RayActorSetup,
     RayRollout,
@@ -95,6 +97,11 @@ class RayRunner(LocalLearner, RolloutDriver):
     """Rollout actors on Ray; the learner in this process; synchronous or bounded-lag."""
 
     name = "ray"
+    # synchronous (every actor acts with the current weights) when the algorithm needs lag
+    # 0, asynchronous with the algorithm's lag bound otherwise
+    facts: ClassVar[RunnerFacts] = RunnerFacts(
+        frozenset({"rollout"}), 0, ENGINES, True, on_ray=True, check=check_ray_config
+    )
 
     def __init__(
         self,

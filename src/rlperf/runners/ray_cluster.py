@@ -25,7 +25,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from rlperf.config.schema import RunnerConfig
+from rlperf.config.schema import RunConfig, RunnerConfig
 from rlperf.core.errors import ConfigError
 
 CONNECT_TIMEOUT_S = 10.0
@@ -47,6 +47,17 @@ def check_ray_address(address: str | None) -> None:
         raise ConfigError(
             f"runner.ray_address {address!r} is not a Ray address; use {ADDRESS_FORMS}, "
             "or leave it unset for a local Ray"
+        )
+
+
+def check_ray_config(cfg: RunConfig) -> None:
+    """The Ray runners' own check: a valid address, and GPUs reserved only for GPU actors."""
+    runner = cfg.runner
+    check_ray_address(runner.ray_address)
+    if runner.ray_num_gpus_per_actor > 0 and not runner.actor_device.startswith("cuda"):
+        raise ConfigError(
+            "runner.ray_num_gpus_per_actor > 0 reserves GPUs for the actors but "
+            f"runner.actor_device is {runner.actor_device}; set runner.actor_device=cuda"
         )
 
 

@@ -26,13 +26,23 @@ learner takes every CPU (RLlib's driver likewise ran its SGD on 8 threads).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from rlperf.envs.facts import ENGINES
+from rlperf.runners.facts import RunnerFacts
 from rlperf.runners.ray_actors import RayRunner
+from rlperf.runners.ray_cluster import check_ray_config
 
 
 class RLlibWorkers(RayRunner):
     """Rollout workers with their own policy copies; weights pushed to each after an update."""
 
     name = "rllib"
+    # RLlib 1.1's rollout workers (the thesis's -w N): always synchronous, weights pushed to
+    # every worker after each update
+    facts: ClassVar[RunnerFacts] = RunnerFacts(
+        frozenset({"rollout"}), 0, ENGINES, True, on_ray=True, check=check_ray_config
+    )
 
     def _asynchronous(self) -> bool:
         return False  # RLlib 1.1's PPO sampled synchronously, whatever the algorithm

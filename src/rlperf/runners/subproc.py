@@ -7,7 +7,7 @@ this runner restarts when one fails.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from rlperf.core.protocols import Algorithm
 from rlperf.core.types import Rollout
 from rlperf.envs.subproc import SubprocVectorEnv
 from rlperf.envs.vector import VectorEnv
+from rlperf.runners.facts import RunnerFacts
 from rlperf.runners.inproc import InProcRunner
 from rlperf.runners.supervisor import RestartBudget
 
@@ -29,6 +30,17 @@ class SubprocRunner(InProcRunner):
     """
 
     name = "subprocess"
+    # the C++ engines run their own thread pools: behind worker processes they would only
+    # add copies
+    facts: ClassVar[RunnerFacts] = RunnerFacts(
+        frozenset({"rollout"}),
+        0,
+        frozenset({"gymnasium"}),
+        builds_own_envs=False,
+        data_parallel=True,
+        compile=True,
+        rnd=True,
+    )
 
     def __init__(self, cfg: RunnerConfig, envs: VectorEnv, algo: Algorithm, *, seed: int) -> None:
         if not isinstance(envs, SubprocVectorEnv):

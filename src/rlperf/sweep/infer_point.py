@@ -77,11 +77,10 @@ def _scratch_run(out_dir: Path, cfg: Any) -> Path:
     from rlperf.config.load import dump_config
     from rlperf.core.checkpoint import atomic_write_text, checkpoint_name, save_checkpoint
     from rlperf.deploy.policy import env_spec
-    from rlperf.models.catalog import AUTO, build_model
-    from rlperf.training.registry import default_model
+    from rlperf.models.catalog import build_model, run_model_name
 
-    if cfg.model.name == AUTO:  # the run's config.yaml names the model actually built
-        cfg.model.name = default_model(cfg.env.id)
+    # the run's config.yaml names the model actually built
+    cfg.model.name = run_model_name(cfg.model, cfg.env.id)
     run = out_dir / "policy"
     run.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run / "config.yaml", dump_config(cfg))

@@ -5,10 +5,12 @@ planner calls it for every point). The ranges of single keys live in
 :mod:`rlperf.config.validate`, which needs nothing but the config; everything that relates
 one part of a run to another is decided here from declared facts:
 
-- ``RUNNER_FACTS`` (runners/facts.py): data kinds, policy lag, engines, options, devices;
+- ``RUNNER_FACTS`` (each runner class's ``facts``, collected by the registry): data kinds,
+  policy lag, engines, options, devices, and the runner's own checks;
 - ``ALGORITHM_FACTS`` (config/schema.py, from each algorithm's section in
   config/algorithms/): data kind, lag bound, one learner or many;
 - ``ENV_FACTS`` (envs/facts.py): observations, engines, default model;
+- ``ENGINE_FACTS`` (envs/facts.py): the frame settings each engine implements, its package;
 - ``MODELS`` (models/catalog.py): what each model reads and its input size.
 
 Each refusal is one line (:class:`~rlperf.core.errors.ConfigError`, exit code 2) that names
@@ -18,6 +20,7 @@ the setting and what would be valid. Nothing here builds an env, a network or a 
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
 
 import torch
@@ -25,36 +28,46 @@ import torch
 from rlperf.config.schema import ALGORITHM_FACTS, RunConfig, RunnerConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
-from rlperf.envs.facts import ENV_FACTS, env_kind
+from rlperf.envs.facts import ENGINE_FACTS, ENV_FACTS, env_kind
 from rlperf.envs.make import validate_env_id
-from rlperf.models.catalog import MODELS
-from rlperf.runners.facts import RUNNER_FACTS, runners_with
-from rlperf.runners.ray_cluster import check_ray_address
-from rlperf.training import registry
+from rlperf.models.catalog import MODELS, check_model_settings, run_model_name
+from rlperf.training.registry import RUNNER_FACTS
 
 
 def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
     """Raise ConfigError on the first value, name or combination in ``cfg`` that cannot run.
 
-    ``on_this_machine=False`` leaves out what depends on this machine's hardware (devices,
-    CPUs): a sweep plans points for other machines and judges their hardware itself."""
+    ``on_this_machine=False`` leaves out what depends on this machine (devices, CPUs, the
+    engines installed): a sweep plans points for other machines and judges them itself."""
     validate(cfg)
-    _check_names(cfg)
+    model = _check_names(cfg)
     if on_this_machine:
         check_devices(cfg.runner)
         check_cpus(cfg.runner)
-    _check_env(cfg)
-    _check_runner(cfg)
+        check_engine_installed(cfg.env.engine)
+    _check_env(cfg, model)
+    _check_runner(cfg, model)
     _check_cuda_graph(cfg)
     check_pairing(cfg)
-    _check_ray(cfg.runner)
+    _check_ray(cfg)
+    own_check = RUNNER_FACTS[cfg.runner.name].check
+    if own_check is not None:
+        own_check(cfg)
 
 
-def _check_names(cfg: RunConfig) -> None:
+def runners_with(fact: str) -> str:
+    """The runners with ``fact``, as prose: ``inproc, subprocess and decoupled``."""
+    names = [n for n, f in RUNNER_FACTS.items() if getattr(f, fact)]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _check_names(cfg: RunConfig) -> str:
+    """The algorithm, runner, env and model are known; returns the model's canonical name
+    (an unknown model is refused with the catalog's names)."""
     _check_name("algorithm", cfg.algo, list(ALGORITHM_FACTS))
     _check_name("runner", cfg.runner.name, list(RUNNER_FACTS))
     validate_env_id(cfg.env.id)
-    registry.resolved_model_name(cfg)  # an unknown model is refused with the catalog's names
+    return run_model_name(cfg.model, cfg.env.id)
 
 
 def _check_name(kind: str, name: str, valid: list[str]) -> None:
@@ -115,8 +128,8 @@ def check_cpus(cfg: RunnerConfig) -> None:
             )
 
 
-def _check_env(cfg: RunConfig) -> None:
-    """The engine can step the env, the model can read its observations, at its size."""
+def _check_env(cfg: RunConfig, name: str) -> None:
+    """The engine can step the env, model ``name`` can read its observations, at its size."""
     env_id, engine = cfg.env.id, cfg.env.engine
     if cfg.env.num_threads is not None and engine == "gymnasium":
         raise ConfigError(
@@ -130,7 +143,8 @@ def _check_env(cfg: RunConfig) -> None:
             f"engine {engine} cannot step {env_id} ({kind} envs run on engine "
             f"{', '.join(sorted(facts.engines))}); the C++ engines run Atari games only"
         )
-    name = registry.resolved_model_name(cfg)
+    _check_engine_settings(cfg)
+    check_model_settings(cfg.model, name)
     spec = MODELS[name]
     if spec.observation != facts.observation:
         fits = ", ".join(n for n, s in MODELS.items() if s.observation == facts.observation)
@@ -147,8 +161,35 @@ def _check_env(cfg: RunConfig) -> None:
         )
 
 
-def _check_runner(cfg: RunConfig) -> None:
-    """The runner can drive the engine, on the devices, with the options and model asked."""
+def check_engine_installed(engine: str) -> None:
+    """The package that ``engine`` needs is installed here (the C++ engines are optional)."""
+    facts = ENGINE_FACTS[engine]
+    if importlib.util.find_spec(facts.package) is None:
+        raise ConfigError(
+            f"engine {engine} needs the {facts.package} package, which is not installed here: "
+            f"pip install '{facts.extra}', or use engine gymnasium"
+        )
+
+
+def _check_engine_settings(cfg: RunConfig) -> None:
+    """The engine implements the frame settings asked (``ENGINE_FACTS``)."""
+    env = cfg.env
+    facts = ENGINE_FACTS[env.engine]
+    if env.resize_interpolation not in facts.resize_interpolations:
+        raise ConfigError(
+            f"env.resize_interpolation={env.resize_interpolation} is not implemented by engine "
+            f"{env.engine}; valid: {', '.join(sorted(facts.resize_interpolations))}, or engine "
+            "gymnasium"
+        )
+    if not env.max_pool and env.frameskip >= 2 and not facts.unpooled_frames:
+        raise ConfigError(
+            f"env.max_pool=false is not implemented by engine {env.engine} (it always "
+            "max-pools the last two frames of a skip); use engine gymnasium or ale-vector"
+        )
+
+
+def _check_runner(cfg: RunConfig, model: str) -> None:
+    """The runner can drive the engine, on the devices, with the options and ``model`` asked."""
     runner = cfg.runner
     facts = RUNNER_FACTS[runner.name]
     if cfg.env.engine not in facts.engines:
@@ -183,7 +224,6 @@ def _check_runner(cfg: RunConfig) -> None:
         )
     if cfg.algo == "rnd" and not facts.rnd:
         raise ConfigError(f"algorithm rnd runs on runners {runners_with('rnd')}, not {runner.name}")
-    model = registry.resolved_model_name(cfg)
     if MODELS[model].lstm_size and not facts.recurrent:
         raise ConfigError(
             f"model {model} acts step by step with an LSTM state, which only the "
@@ -246,18 +286,12 @@ def check_pairing(cfg: RunConfig) -> None:
         )
 
 
-def _check_ray(cfg: RunnerConfig) -> None:
-    """The Ray runners' keys are valid, and set only when a Ray runner is used."""
-    if not RUNNER_FACTS[cfg.name].on_ray:
-        if cfg.ray_address is not None:
-            raise ConfigError(
-                f"runner.ray_address is set but the runner is {cfg.name}; add --runner "
-                f"{runners_with('on_ray').replace(' and ', ' or ')}"
-            )
-        return
-    check_ray_address(cfg.ray_address)
-    if cfg.ray_num_gpus_per_actor > 0 and not cfg.actor_device.startswith("cuda"):
+def _check_ray(cfg: RunConfig) -> None:
+    """The Ray runners' keys are set only when a Ray runner is used (the Ray runners check
+    their values themselves: their facts' ``check``)."""
+    runner = cfg.runner
+    if not RUNNER_FACTS[runner.name].on_ray and runner.ray_address is not None:
         raise ConfigError(
-            "runner.ray_num_gpus_per_actor > 0 reserves GPUs for the actors but "
-            f"runner.actor_device is {cfg.actor_device}; set runner.actor_device=cuda"
+            f"runner.ray_address is set but the runner is {runner.name}; add --runner "
+            f"{runners_with('on_ray').replace(' and ', ' or ')}"
         )

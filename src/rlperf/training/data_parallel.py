@@ -29,6 +29,7 @@ from rlperf.core.errors import UserInputError
 from rlperf.core.protocols import Algorithm
 from rlperf.runners.base import Runner
 from rlperf.training.checks import check_devices
+from rlperf.training.resolve import ResolvedRun
 
 
 class LearnerSession(Protocol):
@@ -79,7 +80,7 @@ def without_env_state(runner_state: dict[str, Any]) -> dict[str, Any]:
 def _learner_main(
     rank: int, port: int, session_class: type[LearnerSession], session_args: dict[str, Any]
 ) -> None:
-    cfg: RunConfig = session_args["cfg"]
+    cfg: RunConfig = session_args["run"].cfg
     device = torch.device(rank_config(cfg, rank).runner.learner_device)
     distributed.init_rank(rank, cfg.runner.num_learners, port, device)
     try:
@@ -103,7 +104,8 @@ def launch_learners(session: LearnerSession) -> int:
     ctx = torch_mp.get_context("spawn")
     port = distributed.free_port()
     args = {
-        "cfg": session.cfg,
+        # resolved once, in the launching process (precision=auto is refused with many learners)
+        "run": ResolvedRun(session.cfg),
         "run_dir": session.run_dir,
         "command": session.command,
         "resume_from": _checkpoint_path(session),

@@ -2,8 +2,9 @@
 
 Nothing registers itself by being imported; adding an algorithm means its module in
 ``algos/``, its settings section in ``config/algorithms/`` (fields with ranges and docs,
-facts and checks; one field of ``RunConfig``) and a line here; a runner, a line here and a
-row in ``runners/facts.py``. :mod:`rlperf.training.checks` reads the facts.
+facts and checks; one field of ``RunConfig``) and a line here; a runner, its class (with its
+``name`` and ``facts``) and a line in ``RUNNER_PARTS``. :mod:`rlperf.training.checks` reads
+the facts.
 """
 
 from __future__ import annotations
@@ -27,18 +28,19 @@ from rlperf.algos.rnd import RND
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.protocols import Algorithm
-from rlperf.envs.facts import env_facts
 from rlperf.envs.make import is_atari, make_engine_envs, make_env_slice
 from rlperf.envs.vector import VectorEnv
-from rlperf.models.catalog import AUTO, MODELS, build_model, resolve_model_name
+from rlperf.models.catalog import build_model, frame_dim
 from rlperf.models.policy import ActorCritic
 from rlperf.models.rnd import RNDPolicy
 from rlperf.runners.base import Runner
 from rlperf.runners.decoupled import DecoupledRunner, actor_engine_threads
-from rlperf.runners.facts import RUNNER_FACTS
+from rlperf.runners.facts import RunnerFacts
 from rlperf.runners.hogwild import HogwildRunner
 from rlperf.runners.inproc import InProcRunner
 from rlperf.runners.play_train import PlayTrainRunner
+from rlperf.runners.ray_actors import RayRunner
+from rlperf.runners.rllib_workers import RLlibWorkers
 from rlperf.runners.subproc import SubprocRunner
 from rlperf.runners.transitions import TransitionsRunner
 
@@ -46,7 +48,7 @@ from rlperf.runners.transitions import TransitionsRunner
 def _rnd_input_shape(cfg: RunConfig, policy: ActorCritic) -> tuple[int, ...]:
     """What RND's target and predictor see: the newest frame (Atari) or the features."""
     if is_atari(cfg.env.id):
-        dim = resolve_dim(cfg)
+        dim = frame_dim(cfg.env, cfg.model)
         return (1 if cfg.env.grayscale else 3, dim, dim)
     first = next(m for m in policy.policy_torso.modules() if isinstance(m, torch.nn.Linear))
     return (first.in_features,)
@@ -135,10 +137,7 @@ def _hogwild(
 def _ray(
     cfg: RunConfig, envs: VectorEnv | None, algo: Algorithm, dim: int, spaces: EnvSpaces
 ) -> Runner:
-    # Imported here: Ray is an optional dependency (pip install "rlperf[ray]").
-    from rlperf.runners.ray_actors import RayRunner
-    from rlperf.runners.rllib_workers import RLlibWorkers
-
+    # Ray itself is imported when the runner starts: an optional dependency (rlperf[ray])
     runner_class = RLlibWorkers if cfg.runner.name == RLlibWorkers.name else RayRunner
     obs_shape = tuple(spaces.observation.shape or ())
     return runner_class(
@@ -184,35 +183,22 @@ def _play_train(
 
 
 RunnerFactory = Callable[[RunConfig, VectorEnv | None, Algorithm, int, EnvSpaces], Runner]
-RUNNERS: dict[str, RunnerFactory] = {
-    "inproc": _inproc,
-    "subprocess": lambda cfg, envs, algo, dim, spaces: SubprocRunner(
-        cfg.runner, envs, algo, seed=cfg.seed
+RUNNER_PARTS: tuple[tuple[Any, RunnerFactory], ...] = (
+    (InProcRunner, _inproc),  # with a transitions algorithm, a TransitionsRunner
+    (
+        SubprocRunner,
+        lambda cfg, envs, algo, dim, spaces: SubprocRunner(cfg.runner, envs, algo, seed=cfg.seed),
     ),
-    "decoupled": _decoupled,
-    "play-train": _play_train,
-    "ray": _ray,
-    "rllib": _ray,
-    "hogwild": _hogwild,
-}
-
-
-def resolved_model_name(cfg: RunConfig) -> str:
-    """The model ``cfg`` builds, by its canonical name (``auto`` decided by the env)."""
-    name = default_model(cfg.env.id) if cfg.model.name == AUTO else cfg.model.name
-    return resolve_model_name(name)
-
-
-def resolve_dim(cfg: RunConfig) -> int:
-    """The Atari frame size: env.dim, else the model's designed input size, else 84 (a
-    thesis model's own size is held to by :mod:`rlperf.training.checks`)."""
-    spec = MODELS[resolved_model_name(cfg)]
-    return cfg.env.dim or spec.input_dim or 84
-
-
-def default_model(env_id: str) -> str:
-    """What ``model.name=auto`` means for ``env_id`` (its row of ENV_FACTS)."""
-    return env_facts(env_id).default_model
+    (DecoupledRunner, _decoupled),
+    (PlayTrainRunner, _play_train),
+    (RayRunner, _ray),
+    (RLlibWorkers, _ray),
+    (HogwildRunner, _hogwild),
+)
+"""Every runner: its class (which declares its ``name`` and ``facts``) and its factory."""
+RUNNERS: dict[str, RunnerFactory] = {cls.name: build for cls, build in RUNNER_PARTS}
+RUNNER_FACTS: dict[str, RunnerFacts] = {cls.name: cls.facts for cls, _ in RUNNER_PARTS}
+"""What each runner declares about itself, by name (read by :mod:`rlperf.training.checks`)."""
 
 
 def learner_batch_size(cfg: RunConfig) -> int:

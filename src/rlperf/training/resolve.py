@@ -25,7 +25,7 @@ import torch
 from rlperf.config.schema import RunConfig, freeze, is_frozen, thawed_copy
 from rlperf.core.autoprecision import AUTO as AUTO_PRECISION
 from rlperf.core.autoprecision import PrecisionChoice, choose_precision
-from rlperf.models.catalog import build_model
+from rlperf.models.catalog import build_model, frame_dim, run_model_name
 from rlperf.telemetry import system
 from rlperf.training import checks, registry
 
@@ -56,7 +56,7 @@ def preview(cfg: RunConfig) -> RunConfig:
     measurement decides (``runner.precision=auto`` stays ``auto``): ``--print-config``."""
     check(cfg)
     out = thawed_copy(cfg)
-    out.model.name = registry.resolved_model_name(cfg)
+    out.model.name = run_model_name(cfg.model, cfg.env.id)
     return out
 
 
@@ -68,7 +68,7 @@ def settle(cfg: RunConfig, *, announce: bool = True) -> ResolvedRun:
     if is_frozen(cfg):  # resolved before (a resume, a data-parallel rank): nothing is open
         return ResolvedRun(cfg)
     out = thawed_copy(cfg)
-    out.model.name = registry.resolved_model_name(cfg)
+    out.model.name = run_model_name(cfg.model, cfg.env.id)
     choice = None
     if out.runner.precision == AUTO_PRECISION:
         choice = _time_precision(out)
@@ -87,7 +87,7 @@ def _layout_timed(choice: PrecisionChoice) -> bool:
 def _time_precision(cfg: RunConfig) -> PrecisionChoice:
     """Time the run's learner step in every precision and layout here (or read the cache),
     on a network of the run's model and a minibatch of the run's shape."""
-    dim = registry.resolve_dim(cfg)
+    dim = frame_dim(cfg.env, cfg.model)
     spaces = registry.env_spaces(cfg, dim, None)
     space: Any = spaces.observation
     # Private generators: resolving must not move the run's seeded random streams.

@@ -55,7 +55,7 @@ from rlperf.core.schedule_clock import ScheduleClock
 from rlperf.core.seeding import rng_state, seed_everything, set_rng_state
 from rlperf.core.signals import SignalScope
 from rlperf.core.types import Progress
-from rlperf.models.catalog import build_model
+from rlperf.models.catalog import build_model, frame_dim
 from rlperf.telemetry.console import ConsoleView
 from rlperf.telemetry.episodes import EpisodeStats
 from rlperf.telemetry.manifest import run_manifest
@@ -114,12 +114,43 @@ class _RunLock:
         self._file.close()
 
 
+def start_session(
+    cfg: RunConfig,
+    run_dir: Path,
+    *,
+    command: list[str],
+    resume_from: Path | None = None,
+    progress: bool = True,
+    restart: bool = False,
+) -> TrainingSession:
+    """Check ``cfg`` once, then resolve it and return the session that builds and trains it.
+
+    Every refusal comes before anything is built or timed: the config's (one line, exit 2),
+    then a new run's directory that already holds a run. The run's CPUs are applied before
+    resolving, because ``precision=auto`` is timed on what the run uses."""
+    resolve.check(cfg)
+    if resume_from is None and not restart and (run_dir / "metrics.jsonl").exists():
+        raise ConfigError(
+            f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
+        )
+    apply_cpu_resources(cfg.runner.cpu_affinity, cfg.runner.torch_threads)
+    return TrainingSession(
+        resolve.settle(cfg),
+        run_dir,
+        command=command,
+        resume_from=resume_from,
+        progress=progress,
+        restart=restart,
+    )
+
+
 class TrainingSession:
-    """Builds the run from a config and trains until a stop criterion or a signal."""
+    """Builds a resolved run (:func:`start_session`) and trains it until a stop criterion
+    or a signal."""
 
     def __init__(
         self,
-        cfg: RunConfig,
+        run: resolve.ResolvedRun,
         run_dir: Path,
         *,
         command: list[str],
@@ -128,7 +159,6 @@ class TrainingSession:
         rank: int | None = None,
         restart: bool = False,
     ) -> None:
-        resolve.check(cfg)
         self.run_dir = run_dir
         self.command = command
         self.rank = rank
@@ -140,21 +170,11 @@ class TrainingSession:
         self.restart = restart
         """A resume of a run killed before its first checkpoint: it trains again from the
         start in its directory, and what it recorded is set aside first."""
-        if (
-            rank is None
-            and self.resume_state is None
-            and not restart
-            and (run_dir / "metrics.jsonl").exists()
-        ):
-            raise ConfigError(
-                f"run directory {run_dir} already holds a run; resume it with --resume {run_dir} or choose another --save-name"
-            )
-        # The run's CPUs (checked above) first: precision=auto is timed on what the run uses.
-        apply_cpu_resources(cfg.runner.cpu_affinity, cfg.runner.torch_threads)
-        resolved = resolve.settle(cfg, announce=self.is_main)
-        self.cfg = resolved.cfg
+        self.cfg = run.cfg
         """The resolved, read-only config: what runs, and what config.yaml stores."""
-        self.precision_choice: PrecisionChoice | None = resolved.precision_choice
+        if rank is not None:  # a learner process of its own: the run's CPUs in it too
+            apply_cpu_resources(self.cfg.runner.cpu_affinity, self.cfg.runner.torch_threads)
+        self.precision_choice: PrecisionChoice | None = run.precision_choice
         """What runner.precision=auto chose and measured (None: precision was given)."""
         stop = self.cfg.stop
         self.clock = ScheduleClock(
@@ -177,7 +197,7 @@ class TrainingSession:
         cfg = self.cfg
         self.retained_memory = cfg.runner.retain_freed_memory and retain_freed_memory()
         seed_everything(cfg.seed)
-        dim = registry.resolve_dim(cfg)
+        dim = frame_dim(cfg.env, cfg.model)
         local = cfg if self.rank is None else data_parallel.rank_config(cfg, self.rank)
         self.envs = registry.make_envs(local, dim)
         spaces = registry.env_spaces(local, dim, self.envs)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from rlperf.config.choices import Optimizer
 from rlperf.config.section import (
@@ -14,6 +15,10 @@ from rlperf.config.section import (
     PositiveFloat,
     PositiveInt,
 )
+from rlperf.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlperf.config.schema import RunConfig
 
 
 @dataclass
@@ -56,3 +61,12 @@ class A3CConfig(AlgorithmSection):
         "rollout", 1, one_learner="its workers share one optimizer"
     )
     """A worker's gradient comes from a copy one update behind the shared model."""
+
+    def check(self, cfg: RunConfig) -> None:
+        # the weights' content is read (and refused in one line) when the model is built;
+        # a path that names nothing is refused before anything is
+        if cfg.algo == "a3c" and self.init_weights and not Path(self.init_weights).exists():
+            raise ConfigError(
+                f"a3c.init_weights: {self.init_weights} does not exist; valid: a .safetensors "
+                "file, a checkpoint directory or a run directory"
+            )
