@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -542,3 +543,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserInputError as exc:
         print(f"rlperf: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # the reader of our output went away (`rlperf bench --list | head`): stop quietly,
+        # as a command killed by SIGPIPE would, and keep the exit's flush from writing again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE

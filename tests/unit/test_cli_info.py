@@ -1,5 +1,9 @@
 """`rlperf models` and `rlperf doctor` print what a user needs to choose a model and a placement."""
 
+import signal
+import subprocess
+import sys
+
 from rlperf.cli import main
 
 
@@ -22,3 +26,20 @@ def test_doctor_reports_versions_isa_and_placement(capsys):
     for section in ("Versions", "CPU", "ISA flags", "GPUs", "Threads", "Recommended placement"):
         assert section in out
     assert "avx512f" in out and "torch" in out
+
+
+def test_output_cut_short_by_its_reader_ends_quietly(tmp_path):
+    # `rlperf bench ... --list | head -1`: the reader closes the pipe after the first line,
+    # while the listing (200 runs, a second or so of work) is still being written
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlperf", "bench", "--presets", "atari-fast,cleanrl-atari",
+         "--suite", "atari5", "--seeds", "20", "--minutes", "1", "--list",
+         "-o", str(tmp_path / "bench")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout.readline().startswith(b"bench ")
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err[-500:]
+    assert proc.returncode == 128 + signal.SIGPIPE
