@@ -1,5 +1,6 @@
 """`rlperf models` and `rlperf doctor` print what a user needs to choose a model and a placement."""
 
+import fcntl
 import signal
 import subprocess
 import sys
@@ -30,7 +31,8 @@ def test_doctor_reports_versions_isa_and_placement(capsys):
 
 def test_output_cut_short_by_its_reader_ends_quietly(tmp_path):
     # `rlperf bench ... --list | head -1`: the reader closes the pipe after the first line,
-    # while the listing (200 runs, a second or so of work) is still being written
+    # while the listing (200 runs, ~9 KB) is still being written: the pipe holds one page,
+    # so the listing cannot have gone into it whole before the close, however busy the machine
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlperf", "bench", "--presets", "atari-fast,cleanrl-atari",
          "--suite", "atari5", "--seeds", "20", "--minutes", "1", "--list",
@@ -38,6 +40,7 @@ def test_output_cut_short_by_its_reader_ends_quietly(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )  # fmt: skip
+    fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)  # before its imports end
     assert proc.stdout.readline().startswith(b"bench ")
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)
