@@ -28,21 +28,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rlperf.envs.facts import ENGINES
 from rlperf.runners.facts import RunnerFacts
 from rlperf.runners.ray_actors import RayRunner
-from rlperf.runners.ray_cluster import check_ray_config
 
 
 class RLlibWorkers(RayRunner):
     """Rollout workers with their own policy copies; weights pushed to each after an update."""
 
     name = "rllib"
-    # RLlib 1.1's rollout workers (the thesis's -w N): always synchronous, weights pushed to
-    # every worker after each update
-    facts: ClassVar[RunnerFacts] = RunnerFacts(
-        frozenset({"rollout"}), 0, ENGINES, True, on_ray=True, check=check_ray_config
-    )
+    # RLlib 1.1's rollout workers (the thesis's -w N): the ray runner's facts (synchronous
+    # with lag 0), weights pushed to every worker after each update
+    facts: ClassVar[RunnerFacts] = RayRunner.facts
 
     def _asynchronous(self) -> bool:
         return False  # RLlib 1.1's PPO sampled synchronously, whatever the algorithm
