@@ -64,7 +64,8 @@ RAY_PARTS_ENV = "RLPERF_RAY_PARTS"
 setup joins, checks and installs it, and the placements then use the thesis's workers."""
 RLPERF = [sys.executable, "-m", "rlperf"]
 GAME = ["--env", "ALE/Pong-v5"]
-PRESET = ["--preset", "atari-fast-gpu"]
+PRESET = "atari-fast-gpu"
+"""The preset every training command starts from (``--preset`` names another)."""
 CPU_ONLY = ["runner.learner_device=cpu", "runner.actor_device=cpu"]
 PPO_INPROC = ["algo=ppo", "runner.name=inproc"]
 VARIANTS: dict[str, tuple[list[str], float]] = {
@@ -141,10 +142,17 @@ class Check:
     """Runs the steps, keeps the log and rewrites the summary after each step."""
 
     def __init__(
-        self, out: Path, mode: str, dry: bool, budgets: Budgets, overrides: list[str] | None = None
+        self,
+        out: Path,
+        mode: str,
+        dry: bool,
+        budgets: Budgets,
+        overrides: list[str] | None = None,
+        preset: str = PRESET,
     ) -> None:
         self.out, self.mode, self.dry, self.budgets = out, mode, dry, budgets
         self.overrides = overrides or []
+        self.preset = ["--preset", preset]
         out.mkdir(parents=True, exist_ok=True)
         self.work = Path(tempfile.mkdtemp(prefix="rlperf-gpu-check-"))
         self.log = (out / "check.log").open("a", encoding="utf-8")
@@ -263,15 +271,15 @@ class Check:
         timing = ["--seconds", str(self.budgets.env_seconds), "--repeats", "3", "--"]
         done = self.run(
             step,
-            [*script, *timing, *PRESET, *GAME, *self.train_args()],
+            [*script, *timing, *self.preset, *GAME, *self.train_args()],
             60 + 3 * self.budgets.env_seconds,
         )
         step.figures.update(_last_json(done.stdout))
 
     def train_command(self, name: str, *keys: str, seed: int = 1) -> list[str]:
-        """``rlperf train`` with atari-fast-gpu on Pong and ``keys``, its run directory
+        """``rlperf train`` with the preset on Pong and ``keys``, its run directory
         ``name`` under this check's runs."""
-        return [*RLPERF, "train", *PRESET, *GAME, "--seed", str(seed), "--no-progress", *keys,
+        return [*RLPERF, "train", *self.preset, *GAME, "--seed", str(seed), "--no-progress", *keys,
                 *self.train_args(), "--runs-root", str(self.work / "runs"), "-s", name]  # fmt: skip
 
     def train(self) -> None:
@@ -436,6 +444,7 @@ class Check:
         data = {
             "mode": self.mode,
             "dry_run": self.dry,
+            "preset": self.preset[1],
             "machine": self.machine,
             "steps": [vars(s) for s in self.steps],
         }
@@ -660,7 +669,7 @@ def _headline(step: dict[str, Any]) -> str:
         )
     if name == "pong":
         return (
-            f"solved {f.get('solved', '–')}/3, median {_fmt(f.get('median_command_to_exit_s'))} s "
+            f"solved {f.get('solved', '–')}/{len(f.get('seeds', {})) or '–'}, median {_fmt(f.get('median_command_to_exit_s'))} s "
             "command to exit"
         )
     return ""
@@ -714,6 +723,7 @@ def main() -> int:
     p.add_argument("--placement-seconds", type=float, help="step 6's seconds per point (30)")
     p.add_argument("--pong-cap", type=float, help="step 5's cap per seed in seconds (130)")
     p.add_argument("--pong-seeds", type=int, help="step 5's seeds: 1..N (3)")
+    p.add_argument("--preset", default=PRESET, help=f"the preset trained ({PRESET})")
     p.add_argument("--skip", default="", help=f"steps to leave out: {', '.join(MAIN_STEPS)}")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
@@ -734,7 +744,8 @@ def main() -> int:
     ):
         if value is not None:
             setattr(budgets, attr, value)
-    check = Check(args.out, "pong" if args.pong else "main", args.dry_run, budgets, args.set)
+    mode = "pong" if args.pong else "main"
+    check = Check(args.out, mode, args.dry_run, budgets, args.set, args.preset)
     check.guarded(check.setup, "setup")
     if args.pong:
         check.guarded(check.pong, "pong")

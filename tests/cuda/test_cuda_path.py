@@ -5,8 +5,8 @@ recorded as a CUDA graph (runner.cuda_graph), pinned rollout buffers
 and non-blocking copies to a GPU learner, one network when acting and learning share the
 GPU, bf16 autocast on CUDA, the phase timers' device synchronisation, NVML's utilisation,
 memory, power and energy in a run's records, precision=auto timed on the GPU, a checkpoint
-written on the GPU resumed on the CPU, and actor processes acting on the GPU (APPO with
-V-trace, decoupled runner). benchmarks/gpu/check.sh runs this module on the GPU machine.
+written on the GPU resumed on the CPU, actor processes acting on the GPU (APPO with
+V-trace, decoupled runner), and PQN's recorded step (RAdam) with its actors on the GPU. benchmarks/gpu/check.sh runs this module on the GPU machine.
 """
 
 import json
@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from rlperf.algos.ppo import PPO
+from rlperf.algos.pqn import PQN, QPolicy
 from rlperf.cli import main
-from rlperf.config.schema import EnvConfig, ModelConfig, PPOConfig, RunnerConfig
+from rlperf.config.schema import EnvConfig, ModelConfig, PPOConfig, PQNConfig, RunnerConfig
 from rlperf.core.autoprecision import choose_precision
 from rlperf.core.devices import resolve_device
 from rlperf.core.optim import LocalGradientStep
@@ -281,3 +282,56 @@ def test_appo_actor_processes_act_on_the_gpu(runs_root):
     rows = read_metrics(runs_root / "appo")
     assert len(rows) == 6 and rows[-1]["perf/actor_steps_per_s"] > 0
     assert max(r["sys/gpu0_mem_mb"] for r in rows) > 100
+
+
+def _pqn_recorded_or_eager(graphs: bool):
+    torch.manual_seed(0)
+    actor_critic = build_model(ModelConfig(name="nips", layer_norm=True), (4, 64, 64), 6)
+    policy = QPolicy.from_actor_critic(actor_critic).cuda()
+    algo = PQN(PQNConfig(num_steps=16, num_minibatches=4, update_epochs=2), policy, seed=0)
+    step = LocalGradientStep(
+        policy, algo.optimizer_spec(), device=torch.device("cuda", 0), graphs=graphs
+    )
+    g = torch.Generator().manual_seed(1)
+    T, N = 16, 8
+    batch = Rollout(
+        obs_TN=torch.randint(0, 255, (T, N, 4, 64, 64), dtype=torch.uint8, generator=g),
+        actions_TN=torch.randint(0, 6, (T, N), generator=g),
+        logprobs_TN=torch.zeros(T, N),
+        values_TN=torch.randn(T, N, generator=g),
+        rewards_TN=torch.randn(T, N, generator=g),
+        dones_TN=torch.zeros(T, N),
+        next_obs_N=torch.randint(0, 255, (N, 4, 64, 64), dtype=torch.uint8, generator=g),
+        truncation_values_TN=torch.zeros(T, N),
+    ).to(torch.device("cuda", 0))
+    metrics = [algo.update(batch, step, Progress(i, 128 * (i + 1), 1.0)) for i in range(2)]
+    return policy, metrics
+
+
+def test_pqn_recorded_step_with_radam_is_captured_and_learns_as_the_eager_one():
+    deterministic = torch.backends.cudnn.deterministic
+    torch.backends.cudnn.deterministic = True
+    try:
+        eager, eager_metrics = _pqn_recorded_or_eager(False)
+        recorded, metrics = _pqn_recorded_or_eager(True)
+    finally:
+        torch.backends.cudnn.deterministic = deterministic
+    assert [m["perf/learner_graphed"] for m in metrics] == [1.0, 1.0]  # 8 minibatches each
+    for e, r in zip(eager_metrics, metrics, strict=True):
+        for key in ("losses/td_loss", "losses/q_values", "losses/grad_norm"):
+            assert r[key] == pytest.approx(e[key], rel=1e-2, abs=1e-5), key
+    for a, b in zip(eager.parameters(), recorded.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+
+
+def test_pqn_actors_act_on_the_gpu_with_a_recorded_learner(runs_root):
+    argv = [
+        "train", "--preset", "pqn-cartpole", "--runner", "decoupled", "--num-workers", "2",
+        "env.num_envs=4", "runner.learner_device=cuda", "runner.actor_device=cuda",
+        "runner.cuda_graph=true", "stop.iterations=6", "--no-progress",
+        "--runs-root", str(runs_root), "-s", "pqn",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    rows = read_metrics(runs_root / "pqn")
+    assert len(rows) == 6 and rows[-1]["perf/learner_graphed"] == 1.0
+    assert rows[-1]["losses/epsilon"] < 1.0

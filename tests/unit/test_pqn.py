@@ -10,6 +10,7 @@ from rlperf.algos.pqn import PQN, QPolicy, q_lambda_loss
 from rlperf.algos.returns import q_lambda_returns
 from rlperf.config.schema import ModelConfig, PQNConfig
 from rlperf.core.errors import ConfigError
+from rlperf.core.nan_guard import NonFiniteError, NonFiniteGuard
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
 from rlperf.models.catalog import build_model, check_model_settings
@@ -151,3 +152,45 @@ def test_a_resumed_pqn_draws_the_same_minibatches():
     assert torch.equal(a.generator.get_state(), b.generator.get_state())
     for pa, pb in zip(a.policy.state_dict().values(), b.policy.state_dict().values(), strict=True):
         assert torch.equal(pa, pb)
+
+
+def _pqn_updates(graphs: bool, updates: int = 3):
+    cfg = PQNConfig(num_steps=8, num_minibatches=4, update_epochs=2, anneal_lr=True)
+    policy = _policy()
+    algo = PQN(cfg, policy, seed=5)
+    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"),
+                             graphs=graphs)  # fmt: skip
+    batch = _rollout(8, 4, torch.Generator().manual_seed(6))
+    metrics = [algo.update(batch, step, Progress(i, i * 32, 1.0 - 0.3 * i)) for i in range(updates)]
+    return policy, step, metrics
+
+
+def test_the_recorded_minibatch_step_learns_as_the_eager_one():
+    # runner.cuda_graph with RAdam: on a CPU the recorded step runs without a capture, so
+    # everything but the capture is checked here (tests/cuda: the capture on a GPU)
+    eager_policy, _, eager = _pqn_updates(graphs=False)
+    policy, step, recorded = _pqn_updates(graphs=True)
+    for a, b in zip(eager_policy.parameters(), policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    for e, r in zip(eager, recorded, strict=True):
+        for key in ("losses/td_loss", "losses/q_values", "losses/grad_norm",
+                    "losses/learning_rate", "losses/epsilon", "losses/minibatches"):  # fmt: skip
+            assert r[key] == pytest.approx(e[key], rel=1e-4, abs=1e-7), key
+        assert r["perf/learner_graphed"] == 0.0  # nothing captured on a CPU
+    assert isinstance(step.optimizer, torch.optim.RAdam)
+    assert float(step.optimizer.param_groups[0]["lr"]) == pytest.approx(
+        recorded[-1]["losses/learning_rate"]
+    )
+    assert len(step.programs) == 1  # one recorded step, kept across updates
+
+
+def test_the_recorded_step_finds_a_non_finite_loss_once_per_update():
+    cfg = PQNConfig(num_steps=8, num_minibatches=2, update_epochs=1)
+    algo = PQN(cfg, _policy(), seed=0)
+    step = LocalGradientStep(algo.policy, algo.optimizer_spec(), device=torch.device("cpu"),
+                             graphs=True)  # fmt: skip
+    step.guard = NonFiniteGuard("raise")
+    bad = _rollout(8, 4, torch.Generator().manual_seed(7))
+    bad.rewards_TN[0, 0] = float("nan")
+    with pytest.raises(NonFiniteError, match=r"\(\d+ of the update's minibatch steps"):
+        algo.update(bad, step, Progress(0, 32, 1.0))

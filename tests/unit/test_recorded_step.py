@@ -135,7 +135,7 @@ def test_the_config_refuses_what_a_recorded_step_cannot_do():
     check(_cfg(), on_this_machine=False)  # ppo on a CUDA learner: fine
     check(_cfg(runner__learner_device="cpu", runner__actor_device="cpu"))  # runs unrecorded
     refusals = {
-        "algorithm ppo, appo, not dqn": dataclasses.replace(_cfg(), algo="dqn"),
+        "algorithm ppo, appo, pqn, not dqn": dataclasses.replace(_cfg(), algo="dqn"),
         "runner.num_learners=1": _cfg(runner__num_learners=2),
         "runner.compile=false": _cfg(runner__compile=True),
         "nan_policy raise, warn or none": _cfg(run__nan_policy="skip_update"),

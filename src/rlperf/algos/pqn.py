@@ -13,7 +13,7 @@ Reads top to bottom: the acting network, then the update.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -24,7 +24,8 @@ from rlperf.algos.metrics import value_fit
 from rlperf.algos.returns import q_lambda_returns
 from rlperf.algos.surrogate import shuffled_minibatches
 from rlperf.config.schema import PQNConfig
-from rlperf.core.protocols import GradientStep, OptimizerSpec
+from rlperf.core.cuda_graph import GraphedCall
+from rlperf.core.protocols import GradientStep, OptimizerSpec, RecordableStep
 from rlperf.core.types import DataSpec, Progress, Rollout
 from rlperf.models.policy import ActorCritic, network_input, orthogonal_init
 
@@ -114,6 +115,73 @@ def q_lambda_loss(q_taken: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return 0.5 * ((q_taken - targets) ** 2).mean()
 
 
+class RecordedQStep:
+    """PQN's minibatch step (forward, :func:`q_lambda_loss`, backward, clipping, optimizer)
+    over fixed buffers, so that it can run as one CUDA graph (:class:`GraphedCall`;
+    ``runner.cuda_graph``).
+
+    Each minibatch is copied into the buffers first; the loss, the mean Q(s, a), the gradient
+    norms and a count of non-finite steps add up on the device and are read once per update.
+    The learning rate is the optimizer's own tensor, filled in place."""
+
+    def __init__(
+        self,
+        policy: QPolicy,
+        step: RecordableStep,
+        obs_B: torch.Tensor,
+        mb_size: int,
+        max_grad_norm: float | None,
+    ) -> None:
+        device = obs_B.device
+        self.policy, self.step, self.max_grad_norm = policy, step, max_grad_norm
+        self.obs = obs_B.new_empty((mb_size, *obs_B.shape[1:]))
+        self.actions = torch.zeros((mb_size, 1), dtype=torch.long, device=device)
+        self.targets = torch.zeros(mb_size, device=device)
+        # td_loss, q_values, grad_norm, non-finite steps
+        self.sums = torch.zeros(4, device=device)
+        self.steps = 0
+        self.call = GraphedCall(self._step, device)
+
+    def _step(self) -> None:
+        with self.step.autocast():
+            q = self.policy(self.obs)
+        q_taken = q.gather(-1, self.actions).squeeze(-1)
+        loss = q_lambda_loss(q_taken, self.targets)
+        grad_norm = self.step.apply(loss, self.max_grad_norm)
+        nonfinite = ~(loss.isfinite() & grad_norm.isfinite())
+        parts = (loss.detach(), q_taken.detach().mean(), grad_norm, nonfinite)
+        self.sums.add_(torch.stack([p.float() for p in parts]))
+
+    def __call__(
+        self,
+        obs_B: torch.Tensor,
+        actions_B: torch.Tensor,
+        targets_B: torch.Tensor,
+        idx: torch.Tensor,
+    ) -> None:
+        """One minibatch step on rows ``idx``."""
+        torch.index_select(obs_B, 0, idx, out=self.obs)
+        torch.index_select(actions_B, 0, idx, out=self.actions)
+        torch.index_select(targets_B.float(), 0, idx, out=self.targets)
+        self.call()
+        self.steps += 1
+
+    def read(self) -> tuple[dict[str, float], int]:
+        """The update's mean metrics (as the eager epochs report them) and its count of
+        non-finite steps, in one read from the device; the sums start again."""
+        loss, q_values, grad_norm, nonfinite = self.sums.tolist()
+        self.sums.zero_()
+        n, self.steps = max(self.steps, 1), 0
+        metrics = {
+            "losses/td_loss": loss / n,
+            "losses/q_values": q_values / n,
+            "losses/grad_norm": grad_norm / n,
+            "losses/minibatches": float(n),
+            "perf/learner_graphed": float(self.call.graphed),
+        }
+        return metrics, int(nonfinite)
+
+
 class PQN:
     """PQN over rollouts produced by any on-policy runner."""
 
@@ -168,33 +236,73 @@ class PQN:
         obs_B = batch.obs_TN.reshape(B, *batch.obs_TN.shape[2:])
         actions_B = batch.actions_TN.reshape(B, 1).long()
         targets_B = targets_TN.reshape(B)
+        minibatches = shuffled_minibatches(
+            cfg.update_epochs, B, self.minibatch_size(B), self.generator, obs_B.device
+        )
+        if isinstance(step, RecordableStep) and step.graphs:
+            regression = self._recorded_epochs(step, minibatches, obs_B, actions_B, targets_B)
+        else:
+            regression = self._epochs(step, minibatches, obs_B, actions_B, targets_B)
+
+        # The next rollout explores at the schedule's current rate.
+        self.policy.epsilon.fill_(self.epsilon(progress))
+        return {
+            **regression,
+            **value_fit(batch.values_TN.reshape(B).float(), targets_B.float()),
+            "losses/epsilon": acted_epsilon,
+            "losses/learning_rate": lr,
+        }
+
+    def _epochs(
+        self,
+        step: GradientStep,
+        minibatches: Iterator[torch.Tensor],
+        obs_B: torch.Tensor,
+        actions_B: torch.Tensor,
+        targets_B: torch.Tensor,
+    ) -> dict[str, float]:
+        """The minibatch steps one by one, each checked as it goes."""
         losses: list[torch.Tensor] = []
         q_means: list[torch.Tensor] = []
         grad_norms: list[float] = []
-        mb_size = self.minibatch_size(B)
-        for idx in shuffled_minibatches(
-            cfg.update_epochs, B, mb_size, self.generator, obs_B.device
-        ):
+        for idx in minibatches:
             with step.autocast():
                 q = self.policy(obs_B[idx])
             q_taken = q.gather(-1, actions_B[idx]).squeeze(-1)
             loss = q_lambda_loss(q_taken, targets_B[idx])
-            grad_norms.append(step(loss, cfg.max_grad_norm))
+            grad_norms.append(step(loss, self.cfg.max_grad_norm))
             losses.append(loss.detach())
             q_means.append(q_taken.detach().mean())
-
-        # The next rollout explores at the schedule's current rate.
-        self.policy.epsilon.fill_(self.epsilon(progress))
         n = max(len(grad_norms), 1)
         return {
             "losses/td_loss": float(torch.stack(losses).mean()) if losses else 0.0,
             "losses/q_values": float(torch.stack(q_means).mean()) if q_means else 0.0,
             "losses/grad_norm": sum(grad_norms) / n,
             "losses/minibatches": float(len(grad_norms)),
-            **value_fit(batch.values_TN.reshape(B).float(), targets_B.float()),
-            "losses/epsilon": acted_epsilon,
-            "losses/learning_rate": lr,
         }
+
+    def _recorded_epochs(
+        self,
+        step: RecordableStep,
+        minibatches: Iterator[torch.Tensor],
+        obs_B: torch.Tensor,
+        actions_B: torch.Tensor,
+        targets_B: torch.Tensor,
+    ) -> dict[str, float]:
+        """``runner.cuda_graph``: the same minibatches through one :class:`RecordedQStep`
+        kept on ``step`` (one per minibatch shape), read from the device once."""
+        mb_size = self.minibatch_size(obs_B.shape[0])
+        key = ("pqn", id(self.policy), mb_size, obs_B.shape[1:], obs_B.dtype)
+        program = step.programs.get(key)
+        if program is None:
+            program = step.programs[key] = RecordedQStep(
+                self.policy, step, obs_B, mb_size, self.cfg.max_grad_norm
+            )
+        for idx in minibatches:
+            program(obs_B, actions_B, targets_B, idx)
+        metrics, nonfinite = program.read()
+        step.found_nonfinite(nonfinite)
+        return metrics
 
     def state_dict(self) -> dict[str, Any]:
         return {"policy": self.policy.state_dict(), "generator": self.generator.get_state()}

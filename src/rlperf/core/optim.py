@@ -47,13 +47,14 @@ def build_optimizer(
     :meth:`LocalGradientStep.set_learning_rate` overwrites in place)."""
     _skip_the_compiler_import()
     if graphs_on is not None:
-        if spec.name != "adam":
-            raise ValueError(f"CUDA graphs record Adam's step only, not {spec.name}")
+        recordable = {"adam": torch.optim.Adam, "radam": torch.optim.RAdam}
+        if spec.name not in recordable:
+            raise ValueError(f"CUDA graphs record Adam's and RAdam's step only, not {spec.name}")
         cuda = graphs_on.type == "cuda"
         # capturable keeps the step counts on the device; on a CPU (nothing is captured)
         # torch takes a tensor learning rate only in its per-tensor implementation.
         lr = torch.tensor(spec.learning_rate, device=graphs_on)
-        return torch.optim.Adam(params, lr=lr, eps=spec.eps, capturable=cuda, foreach=cuda)
+        return recordable[spec.name](params, lr=lr, eps=spec.eps, capturable=cuda, foreach=cuda)
     if spec.name == "adam":
         # foreach kernels: one fused pass over all parameters instead of one per tensor.
         return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
@@ -77,7 +78,7 @@ class LocalGradientStep:
 
     ``graphs=True`` (``runner.cuda_graph``): algorithms that can may record their minibatch
     step, this step's :meth:`apply` included, as one CUDA graph (:attr:`programs` keeps what
-    they recorded); the optimizer is then one a graph can record (Adam only).
+    they recorded); the optimizer is then one a graph can record (Adam or RAdam).
     """
 
     def __init__(

@@ -55,8 +55,9 @@ class PQNConfig(AlgorithmSection):
     max_policy_lag: NonNegativeInt = 2
     """Learner updates by which the acting network may trail the learner on the decoupled runner (Q(lambda) learns off-policy; the lag only biases its traces)."""
 
-    facts: ClassVar[AlgorithmFacts] = AlgorithmFacts("rollout")
-    """Q(lambda) learns off-policy: a lagged acting network only biases its traces."""
+    facts: ClassVar[AlgorithmFacts] = AlgorithmFacts("rollout", cuda_graph=True)
+    """Q(lambda) learns off-policy: a lagged acting network only biases its traces; its
+    minibatch step records as a CUDA graph (algos.pqn.RecordedQStep)."""
 
     def check(self, cfg: RunConfig) -> None:
         if cfg.algo == "pqn" and cfg.env.num_envs * self.num_steps < self.num_minibatches:
