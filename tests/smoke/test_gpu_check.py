@@ -77,13 +77,17 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
 def test_pong_seeds_are_capped_and_the_cap_is_recorded(tmp_path):
     # a cap that leaves a loaded machine time to import and start each seed, so each saves
     # a run the report can draw
-    # two seeds: the third runs the same code (the real check runs 1-3)
+    # two seeds: the third runs the same code (the real check runs 1-3); the seeds of
+    # another preset than the check's own (PQN on the decoupled runner, its step recordable)
     summary = _dry_run(
         tmp_path / "out",
-        *("--pong", "--pong-cap", "15", "--pong-seeds", "2", "--set", "ppo.clip_coef=0.2"),
+        *("--pong", "--pong-cap", "15", "--pong-seeds", "2", "--preset", "pqn-fast-gpu"),
+        *("--set", "pqn.update_epochs=1"),
     )
     (setup, pong) = summary["steps"]
-    assert all("ppo.clip_coef=0.2" in c for c in pong["commands"] if " train " in c)
+    trained = [c for c in pong["commands"] if " train " in c]
+    assert len(trained) == 2 and summary["preset"] == "pqn-fast-gpu"
+    assert all("--preset pqn-fast-gpu" in c and "pqn.update_epochs=1" in c for c in trained)
     assert pong["name"] == "pong" and pong["status"] == "ok"
     seeds = pong["figures"]["seeds"]
     assert list(seeds) == ["seed1", "seed2"]

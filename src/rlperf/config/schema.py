@@ -183,7 +183,7 @@ class RunnerConfig(Section):
     compile: bool = False
     """torch.compile the network where it learns and acts (inproc and subprocess runners; seconds to minutes of compiling first). Off: 0.98x end to end on Pong with a bf16 CPU learner (docs/benchmarks.md)."""
     cuda_graph: bool = False
-    """Record as CUDA graphs, once, and replay: the learner's minibatch step (forward, loss, backward, clipping, Adam; ppo and appo) and the acting forward (inproc and decoupled runners). One launch instead of hundreds, for small networks whose GPU waits on Python. The losses are checked once per update instead of every step; on a CPU the same code runs without graphs."""
+    """Record as CUDA graphs, once, and replay: the learner's minibatch step (forward, loss, backward, clipping, Adam or RAdam; ppo, appo and pqn) and the acting forward (inproc and decoupled runners). One launch instead of hundreds, for small networks whose GPU waits on Python. The losses are checked once per update instead of every step; on a CPU the same code runs without graphs."""
     retain_freed_memory: bool = True
     """Linux/glibc: keep freed memory mapped for reuse, so minibatches do not page-fault fresh memory."""
     restart_failed_workers: bool = True
