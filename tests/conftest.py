@@ -1,11 +1,13 @@
 """Shared helpers for tests that run the real CLI."""
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +27,27 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 TESTS = Path(__file__).resolve().parent
-SHARED_DIRS = frozenset({"deploy", "report", "ray"})
-"""Folders whose modules share fixtures wider than one module (the deploy exports, the
-report's sweep, Ray's local cluster)."""
+KINDS = ("unit", "contract", "smoke", "learning", "fault", "determinism", "cuda")
+"""The one sorting of the tests, a folder each (and a marker: ``pytest -m unit``):
+unit: one piece of rlperf in this process, fakes named as fakes; contract: parts together
+through their interfaces (algorithms x runners, exports x backends), without the CLI; smoke:
+the CLI end to end on tiny budgets, as a user runs it; learning: a reward threshold with a
+fixed seed; fault: kills, crashes, bad input, bad disks; determinism: replays and resumes
+give the same numbers; cuda: needs a GPU (skips without). ``helpers`` and ``fixtures`` hold
+what tests share."""
+
+pytest_plugins = ["tests.fixtures.deploy_policy", "tests.fixtures.ray_cluster",
+                  "tests.fixtures.report_sweeps"]  # fmt: skip
+
+SHARED_FIXTURES = {"pong_run": "deploy", "two_nodes": "ray", "fixture_sweeps": "report"}
+"""Fixtures that many modules share (the deploy exports, Ray's local cluster, the report's
+sweeps), by the group whose tests stay on one worker so that each is built once."""
+
+needs_export_extra = pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("onnxruntime", "ai_edge_litert")),
+    reason="needs the export extra (ONNX Runtime, LiteRT)",
+)
+"""The deploy tests' mark: exports, quantization and inference need rlperf[export]."""
 
 
 GROUP_SECONDS = TESTS / "group_seconds.json"
@@ -43,25 +63,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _group(path: Path) -> str:
-    """The group of the test module at ``path`` (relative to tests/, or absolute)."""
-    parts = (path.relative_to(TESTS) if path.is_absolute() else path).parts
-    return parts[0] if parts[0] in SHARED_DIRS else "/".join(parts)
+def pytest_configure(config: pytest.Config) -> None:
+    for kind in KINDS:
+        config.addinivalue_line("markers", f"{kind}: the tests under tests/{kind}/")
+
+
+def _module_group(path: Path) -> str:
+    """The group of a test module that shares no fixture: its path relative to tests/."""
+    return "/".join((path.relative_to(TESTS) if path.is_absolute() else path).parts)
+
+
+def _group(item: pytest.Item) -> str:
+    shared = [group for name, group in SHARED_FIXTURES.items() if name in item.fixturenames]
+    return shared[0] if shared else _module_group(Path(item.path))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for ``pytest -n N --dist loadgroup`` (make test): the modules of a SHARED_DIRS
-    folder stay on one worker, and every other module is a group of its own, so no fixture
-    is built twice. First among the hooks: xdist's own one reads the groups.
+    """Kinds and groups. Each test gets its folder's kind as a marker. Groups are for
+    ``pytest -n N --dist loadgroup`` (make test): the tests that use a
+    :data:`SHARED_FIXTURES` fixture stay on one worker, and every other module is a group
+    of its own, so no fixture is built twice. First among the hooks: xdist's own one reads
+    the groups.
 
     The longest groups of the recorded run come first (stable: the others keep pytest's
     order); make test keeps that order (``--no-loadscope-reorder``) instead of xdist's,
     which starts the groups with the most tests first."""
     seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
-    items.sort(key=lambda item: -seconds.get(_group(Path(item.path)), 0.0))
+    groups = {item.nodeid: _group(item) for item in items}
+    items.sort(key=lambda item: -seconds.get(groups[item.nodeid], 0.0))
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(Path(item.path))))
+        kind = Path(item.path).relative_to(TESTS).parts[0]
+        if kind in KINDS:
+            item.add_marker(getattr(pytest.mark, kind))
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
 
 
 _seconds_by_group: dict[str, float] = {}
@@ -70,7 +105,7 @@ _seconds_by_group: dict[str, float] = {}
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Sum each group's setup, call and teardown (on xdist's controller: every worker's)."""
     path, _, rest = report.nodeid.partition("::")
-    group = rest.rpartition("@")[2] if "@" in rest else _group(Path(*Path(path).parts[1:]))
+    group = rest.rpartition("@")[2] if "@" in rest else _module_group(Path(*Path(path).parts[1:]))
     _seconds_by_group[group] = _seconds_by_group.get(group, 0.0) + report.duration
 
 
@@ -79,6 +114,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if session.config.getoption("--record-group-seconds") and not worker and _seconds_by_group:
         ranked = sorted(_seconds_by_group.items(), key=lambda kv: -kv[1])
         GROUP_SECONDS.write_text(json.dumps({k: round(v, 1) for k, v in ranked}, indent=1) + "\n")
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Tiny networks: one intra-op thread avoids contention on a busy machine (it is many
+    times faster there), and keeps the numbers independent of the core count."""
+    import torch  # here: OMP_WAIT_POLICY above must be set before torch's first import
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -42,7 +42,7 @@ def _train(runs_root, algo: str, runner: str, *extra: str) -> int:
 
 def _pairs(valid: bool) -> list[tuple[str, str]]:
     """Every (algorithm, runner) that RUNNER_FACTS allows (or refuses). The Ray runners'
-    pairs train in tests/ray on the cluster those tests share."""
+    pairs train in tests/contract/test_ray_runner.py on the cluster those tests share."""
     return [
         (algo, runner)
         for algo in registry.ALGORITHMS

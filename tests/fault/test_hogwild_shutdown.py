@@ -1,5 +1,5 @@
 """The hogwild runner leaves no process behind on SIGTERM and when a worker dies (success:
-tests/a3c/test_a3c_learning.py)."""
+tests/learning/test_a3c_empty_goal.py)."""
 
 import json
 import os

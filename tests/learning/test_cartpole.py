@@ -3,11 +3,7 @@ with the learner's precision chosen by timing (runner.precision=auto)."""
 
 import json
 
-import pytest
-
 from rlperf.cli import main
-
-pytestmark = pytest.mark.learning
 
 
 def test_ppo_solves_cartpole_within_150k_steps(runs_root):

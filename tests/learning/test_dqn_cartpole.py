@@ -3,11 +3,7 @@ within 30k env steps (about 14k on this code; 10-20 s on 2 idle cores)."""
 
 import json
 
-import pytest
-
 from rlperf.cli import main
-
-pytestmark = pytest.mark.learning
 
 
 def test_dqn_reaches_an_ema_of_150_on_cartpole_within_30k_steps(runs_root):

@@ -9,8 +9,6 @@ import pytest
 from rlperf.cli import main
 from tests.conftest import read_metrics
 
-pytestmark = pytest.mark.learning
-
 
 def test_pqn_solves_cartpole_within_100k_steps(runs_root):
     code = main(

@@ -8,8 +8,6 @@ import pytest
 from rlperf.cli import main
 from tests.conftest import read_metrics, start_training, wait_for_iterations
 
-pytestmark = pytest.mark.smoke
-
 
 @pytest.mark.parametrize(
     ("sig", "runner"),

@@ -9,8 +9,6 @@ import pytest
 from rlperf.cli import main
 from tests.conftest import read_metrics
 
-pytestmark = pytest.mark.smoke
-
 THESIS_COLUMNS = [
     "iteration",
     "episode_reward_min",

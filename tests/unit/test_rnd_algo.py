@@ -16,6 +16,8 @@ from rlperf.models.catalog import build_model
 from rlperf.models.rnd import RNDPolicy
 from rlperf.training.resolve import check
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny networks
+
 OBS_DIM, ACTIONS, T, N = 16, 3, 8, 4
 CFG = RNDConfig(
     num_steps=T,

@@ -12,6 +12,9 @@ from rlperf.cli import main
 from rlperf.deploy import infer
 from rlperf.report.load import collect
 from rlperf.report.table_builders import inference_tables
+from tests.conftest import needs_export_extra
+
+pytestmark = needs_export_extra
 
 
 class FakeEnergyMonitor:

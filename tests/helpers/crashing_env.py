@@ -2,7 +2,7 @@
 at run time (after its config passed every check), the way a real crash does.
 
 Importing this module registers ``FakeCrashingCartPole-v0``; a point selects it with
-``env.id: tests.sweep.crashing_env:FakeCrashingCartPole-v0`` (gymnasium's module:id form).
+``env.id: tests.helpers.crashing_env:FakeCrashingCartPole-v0`` (gymnasium's module:id form).
 """
 
 from __future__ import annotations

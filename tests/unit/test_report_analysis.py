@@ -8,7 +8,7 @@ import pytest
 from rlperf.report.analysis import scaling_curves, speedups, time_to_target
 from rlperf.report.diagnose import diagnose
 from rlperf.report.summary import summarise
-from tests.report.fakes import fake_run
+from tests.helpers.report_fakes import fake_run
 
 PHASES = {"sample": 100.0, "load": 5.0, "learn": 800.0, "update": 0.0, "other": 55.0}
 

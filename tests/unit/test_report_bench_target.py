@@ -19,7 +19,7 @@ from rlperf.report.bench_target_section import (
 )
 from rlperf.report.build import build_report
 from rlperf.report.load import RunData, collect
-from tests.report.fakes import fake_bench_run, write_fake_bench
+from tests.helpers.report_fakes import fake_bench_run, write_fake_bench
 
 GAME = "ALE/Pong-v5"
 FIGURE = "bench_fake-bench_time_to_target.png"

@@ -7,6 +7,8 @@ from rlperf.config.rnd_keys import translate_rnd_keys
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import ConfigError
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny networks
+
 
 def _config(data):
     cfg = RunConfig()

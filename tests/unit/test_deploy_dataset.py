@@ -10,6 +10,9 @@ import pytest
 from rlperf.config.schema import RunConfig
 from rlperf.core.errors import UserInputError
 from rlperf.deploy.dataset import load_observations, record_observations, save_observations
+from tests.conftest import needs_export_extra
+
+pytestmark = needs_export_extra
 
 
 def test_pong_observations_have_the_runs_shape_and_dtype(pong_run, pong_obs) -> None:

@@ -1,9 +1,12 @@
 """RND's normalisers against slow references: per-sample Welford and a plain loop."""
 
 import numpy as np
+import pytest
 import torch
 
 from rlperf.algos.running_stats import DiscountedReturnFilter, RunningMeanStd
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny networks
 
 
 def _welford(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -4,12 +4,9 @@ episodes score at least 90% of the time within 400k env steps (seed 1 needs abou
 import json
 
 import psutil
-import pytest
 
 from rlperf.cli import main
 from tests.conftest import read_metrics
-
-pytestmark = pytest.mark.learning
 
 
 def test_a3c_scores_90_percent_on_empty_goal_close(runs_root):

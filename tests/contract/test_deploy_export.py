@@ -6,8 +6,6 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
 import yaml
 
@@ -15,6 +13,11 @@ from rlperf.core.errors import UserInputError
 from rlperf.deploy.export import export_run
 from rlperf.deploy.fidelity import compare_logits
 from rlperf.deploy.policy import load_run_policy, torch_logits
+from tests.conftest import needs_export_extra
+
+pytestmark = needs_export_extra
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
 
 
 def test_onnx_graph_takes_raw_frames_with_dynamic_batch(deployed_run: Path, pong_obs) -> None:

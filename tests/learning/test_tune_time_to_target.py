@@ -11,12 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from rlperf.cli import main
 from tests.conftest import read_metrics
-
-pytestmark = pytest.mark.learning
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET = 200

@@ -11,6 +11,8 @@ from rlperf.cli import main
 from rlperf.core.checkpoint import resolve_checkpoint
 from tests.conftest import read_metrics
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny networks
+
 TINY_MONTEZUMA = [
     "--preset",
     "rnd-montezuma-small",

@@ -15,7 +15,10 @@ from rlperf.core.types import Progress, Rollout
 from rlperf.models.catalog import build_model
 from rlperf.models.rnd import RNDPolicy
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.usefixtures("one_torch_thread"),  # tiny networks
+]
 
 T, N, ACTIONS = 8, 4, 18
 CFG = RNDConfig(num_steps=T, num_init_steps=T, num_minibatches=2, update_epochs=2)

@@ -13,6 +13,9 @@ import pytest
 from rlperf.cli import main
 from rlperf.deploy.policy import load_run_policy
 from rlperf.deploy.rollout_flags import apply_rollout_flags, split_checkpoint
+from tests.conftest import needs_export_extra
+
+pytestmark = needs_export_extra
 
 
 def _checkpoint(run: Path) -> Path:

@@ -6,6 +6,8 @@ import pytest
 from rlperf.config.schema import EnvConfig
 from rlperf.envs.montezuma import MontezumaEnv, is_montezuma, room_from_ram
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny networks
+
 CFG = EnvConfig(
     id="ALE/MontezumaRevenge-v5",
     repeat_action_probability=0.25,

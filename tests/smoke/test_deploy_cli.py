@@ -11,7 +11,9 @@ import pytest
 
 from rlperf.cli import main
 from rlperf.deploy.policy import load_run_policy
-from tests.conftest import rlperf_subprocess
+from tests.conftest import needs_export_extra, rlperf_subprocess
+
+pytestmark = needs_export_extra
 
 
 def test_export_dataset_quantize_infer(run_copy: Path, tmp_path: Path, capsys) -> None:

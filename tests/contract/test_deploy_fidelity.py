@@ -18,6 +18,9 @@ from rlperf.deploy.fidelity import (
 )
 from rlperf.deploy.policy import PolicyGraph, load_run_policy, torch_logits, torch_outputs
 from rlperf.models.conv import InputScaledConv2d
+from tests.conftest import needs_export_extra
+
+pytestmark = needs_export_extra
 
 GAMES = 3
 """Greedy games per backend in the game test (a game of this policy is a few thousand steps)."""

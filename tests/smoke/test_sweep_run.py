@@ -47,7 +47,7 @@ def test_failures_are_isolated_retried_once_and_recorded(tmp_path: Path) -> None
     sweep = write_sweep(
         tmp_path,
         "  - {name: ok}\n"
-        "  - {name: crash, env.id: 'tests.sweep.crashing_env:FakeCrashingCartPole-v0'}\n"
+        "  - {name: crash, env.id: 'tests.helpers.crashing_env:FakeCrashingCartPole-v0'}\n"
         "  - {name: needs-gpu, runner.learner_device: 'cuda:63'}\n"
         "  - {name: slow, timeout_s: 0.5, stop.iterations: 100000}\n"
         "  - {name: after, runner.name: subprocess, runner.num_workers: 2}\n",

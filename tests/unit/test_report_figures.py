@@ -1,4 +1,4 @@
-"""The thesis figures drawn from fake runs (see fakes.py): memory per configuration (Figure
+"""The thesis figures drawn from fake runs (see tests/helpers/report_fakes.py): memory per configuration (Figure
 4.3), the GPU runs' phases on their own (4.7), and per-model panels with the models compared
 (4.4-4.6); each figure only where the runs call for it."""
 
@@ -12,7 +12,7 @@ from rlperf.report.analysis import accelerator_runs, configuration_name, model_c
 from rlperf.report.build import build_report
 from rlperf.report.plots import memory_figure, phases_by_model_figure
 from rlperf.report.summary import RunSummary, summarise
-from tests.report.fakes import fake_run, write_run
+from tests.helpers.report_fakes import fake_run, write_run
 
 PHASES = {"sample": 100.0, "load": 5.0, "learn": 800.0, "update": 2.0, "other": 55.0}
 GPU = ("cuda:0", "cuda:0")

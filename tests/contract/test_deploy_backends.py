@@ -18,6 +18,9 @@ from rlperf.deploy.backends import (
     make_backend,
 )
 from rlperf.deploy.policy import load_run_policy
+from tests.conftest import needs_export_extra
+
+pytestmark = needs_export_extra
 
 
 @pytest.mark.parametrize("name", ["torch", "onnx", "onnx-int8", "tflite", "tflite-int8"])
