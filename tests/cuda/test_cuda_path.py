@@ -102,18 +102,11 @@ def test_bf16_autocast_on_cuda_keeps_fp32_weights():
         runner.close()
 
 
-def _recorded_or_eager(graphs: bool, precision: str):
-    torch.manual_seed(0)
-    policy = build_model(ModelConfig(name="nips"), (4, 64, 64), 6).cuda()
-    cfg = PPOConfig(num_steps=16, num_minibatches=4, update_epochs=3, max_grad_norm=0.5)
-    algo = PPO(cfg, policy, seed=0)
-    step = LocalGradientStep(
-        policy, algo.optimizer_spec(), device=torch.device("cuda", 0), precision=precision,
-        graphs=graphs,
-    )  # fmt: skip
+def _pong_rollout() -> Rollout:
+    """16 steps of 8 envs of random 64x64 frames and rewards, on the GPU, from a fixed seed."""
     g = torch.Generator().manual_seed(1)
     T, N = 16, 8
-    batch = Rollout(
+    return Rollout(
         obs_TN=torch.randint(0, 255, (T, N, 4, 64, 64), dtype=torch.uint8, generator=g),
         actions_TN=torch.randint(0, 6, (T, N), generator=g),
         logprobs_TN=torch.full((T, N), -1.79),
@@ -123,6 +116,18 @@ def _recorded_or_eager(graphs: bool, precision: str):
         next_obs_N=torch.randint(0, 255, (N, 4, 64, 64), dtype=torch.uint8, generator=g),
         truncation_values_TN=torch.zeros(T, N),
     ).to(torch.device("cuda", 0))
+
+
+def _recorded_or_eager(graphs: bool, precision: str):
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="nips"), (4, 64, 64), 6).cuda()
+    cfg = PPOConfig(num_steps=16, num_minibatches=4, update_epochs=3, max_grad_norm=0.5)
+    algo = PPO(cfg, policy, seed=0)
+    step = LocalGradientStep(
+        policy, algo.optimizer_spec(), device=torch.device("cuda", 0), precision=precision,
+        graphs=graphs,
+    )  # fmt: skip
+    batch = _pong_rollout()
     metrics = [
         algo.update(batch, step, Progress(i, 128 * (i + 1), 1.0 - 0.3 * i)) for i in range(2)
     ]
@@ -292,18 +297,7 @@ def _pqn_recorded_or_eager(graphs: bool):
     step = LocalGradientStep(
         policy, algo.optimizer_spec(), device=torch.device("cuda", 0), graphs=graphs
     )
-    g = torch.Generator().manual_seed(1)
-    T, N = 16, 8
-    batch = Rollout(
-        obs_TN=torch.randint(0, 255, (T, N, 4, 64, 64), dtype=torch.uint8, generator=g),
-        actions_TN=torch.randint(0, 6, (T, N), generator=g),
-        logprobs_TN=torch.zeros(T, N),
-        values_TN=torch.randn(T, N, generator=g),
-        rewards_TN=torch.randn(T, N, generator=g),
-        dones_TN=torch.zeros(T, N),
-        next_obs_N=torch.randint(0, 255, (N, 4, 64, 64), dtype=torch.uint8, generator=g),
-        truncation_values_TN=torch.zeros(T, N),
-    ).to(torch.device("cuda", 0))
+    batch = _pong_rollout()  # PQN reads no log-probabilities
     metrics = [algo.update(batch, step, Progress(i, 128 * (i + 1), 1.0)) for i in range(2)]
     return policy, metrics
 
