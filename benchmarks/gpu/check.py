@@ -26,7 +26,8 @@ that fails or runs out of time is recorded as such and the next one still runs.
      the thesis's workers (Ray); ``rlperf report`` on all of them after each.
 ``check.sh --pong OUT`` (at most ``--pong-seeds`` x ``--pong-cap`` seconds):
   5. ``pong``: Pong to a mean of 17 over 100 games and EMA 17 with seeds 1, 2 and 3
-     (``--pong-seeds``), one after the other, each stopped at the cap (a cap reached is recorded, not hidden).
+     (``--pong-seeds``; ``--pong-first-seed 4`` for seeds 4, 5 and 6), one after the
+     other, each stopped at the cap (a cap reached is recorded, not hidden).
 Both end with 7: ``summary.json``, ``summary.md`` (the table and every command),
 ``check.log`` (every step's output) and the report's figures in OUT, at most 8 files. The
 summary is rewritten after every step, so a command cut short still returns what it did.
@@ -121,6 +122,7 @@ class Budgets:
     placement_s: float = 30
     pong_cap: float = 130
     pong_seeds: int = 3
+    pong_first_seed: int = 1
 
     @classmethod
     def dry(cls) -> Budgets:
@@ -394,7 +396,8 @@ class Check:
         seeds: dict[str, Any] = {}
         step.figures["seeds"] = seeds
         target = "-20" if self.dry else "17"
-        for seed in range(1, self.budgets.pong_seeds + 1):
+        first = self.budgets.pong_first_seed
+        for seed in range(first, first + self.budgets.pong_seeds):
             name = f"seed{seed}"
             argv = self.train_command(name, f"stop.target_reward={target}", seed=seed)
             before, status, began = step.seconds, step.status, time.time()
@@ -722,7 +725,8 @@ def main() -> int:
     p.add_argument("--train-seconds", type=float, help="step 4's training seconds (60)")
     p.add_argument("--placement-seconds", type=float, help="step 6's seconds per point (30)")
     p.add_argument("--pong-cap", type=float, help="step 5's cap per seed in seconds (130)")
-    p.add_argument("--pong-seeds", type=int, help="step 5's seeds: 1..N (3)")
+    p.add_argument("--pong-seeds", type=int, help="step 5's number of seeds (3)")
+    p.add_argument("--pong-first-seed", type=int, help="step 5's first seed (1)")
     p.add_argument("--preset", default=PRESET, help=f"the preset trained ({PRESET})")
     p.add_argument("--skip", default="", help=f"steps to leave out: {', '.join(MAIN_STEPS)}")
     p.add_argument(
@@ -741,6 +745,7 @@ def main() -> int:
         ("placement_s", args.placement_seconds),
         ("pong_cap", args.pong_cap),
         ("pong_seeds", args.pong_seeds),
+        ("pong_first_seed", args.pong_first_seed),
     ):
         if value is not None:
             setattr(budgets, attr, value)

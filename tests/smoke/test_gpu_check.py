@@ -75,20 +75,23 @@ def test_main_steps_run_and_report_their_figures(tmp_path):
 def test_pong_seeds_are_capped_and_the_cap_is_recorded(tmp_path):
     # a cap that leaves a loaded machine time to import and start each seed, so each saves
     # a run the report can draw
-    # one seed: the others run the same code (the real check runs 1-3); the seeds of
-    # another preset than the check's own (PQN on the decoupled runner, its step recordable)
+    # one seed: the others run the same code (the real check runs 1-3; here seed 4, as
+    # when an arm gets more seeds); the seeds of another preset than the check's own (PQN
+    # on the decoupled runner, its step recordable)
     summary = _dry_run(
         tmp_path / "out",
-        *("--pong", "--pong-cap", "15", "--pong-seeds", "1", "--preset", "pqn-fast-gpu"),
+        *("--pong", "--pong-cap", "15", "--pong-seeds", "1", "--pong-first-seed", "4"),
+        *("--preset", "pqn-fast-gpu"),
         *("--set", "pqn.update_epochs=1"),
     )
     (setup, pong) = summary["steps"]
     trained = [c for c in pong["commands"] if " train " in c]
     assert len(trained) == 1 and summary["preset"] == "pqn-fast-gpu"
     assert "--preset pqn-fast-gpu" in trained[0] and "pqn.update_epochs=1" in trained[0]
+    assert "--seed 4" in trained[0]
     assert pong["name"] == "pong" and pong["status"] == "ok"
     seeds = pong["figures"]["seeds"]
-    assert list(seeds) == ["seed1"]
+    assert list(seeds) == ["seed4"]
     for seed in seeds.values():
         # stopped at the cap (SIGINT, then the run saves its manifest), or solved before it
         assert seed["cap_reached"] or seed["solved"]
