@@ -3,17 +3,19 @@ the slow-grads switch, state round trips, and the config/compat errors around it
 
 import pickle
 
+import gymnasium
 import pytest
 import torch
 
 from rlperf.algos.dqn import DQN, EpsilonGreedy, QNetwork, linear_epsilon, td_target
 from rlperf.cli import main
 from rlperf.config.load import load_preset
-from rlperf.config.schema import DQNConfig, ModelConfig
+from rlperf.config.schema import DQNConfig, ModelConfig, RunnerConfig
 from rlperf.core.checkpoint import load_checkpoint, save_checkpoint
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Transitions
 from rlperf.models.catalog import build_model
+from rlperf.runners.transitions import TransitionsRunner
 
 LADDER = [
     "00-slow-grads",
@@ -156,6 +158,20 @@ def test_state_round_trips_through_a_checkpoint(tmp_path):
     assert torch.equal(other.target(obs), algo.target(obs))
     assert torch.equal(other.behaviour.act(obs, 50), algo.behaviour.act(obs, 50))
     assert (other.gradient_steps, other.avg_loss) == (algo.gradient_steps, algo.avg_loss)
+
+
+def test_runner_compile_compiles_the_q_network_the_runner_learns_with():
+    # runner.compile is accepted with inproc for every algorithm, so the transitions runner
+    # must honour it too (compiled in place: the module, its names and its weights stay)
+    for switch in (False, True):
+        algo = _dqn()
+        runner = TransitionsRunner(
+            RunnerConfig(compile=switch), None, algo, num_envs=1,
+            obs_space=gymnasium.spaces.Box(-1.0, 1.0, (4,)), frame_stack=1,
+            frames_per_step=1, seed=0,
+        )  # fmt: skip
+        assert runner.learner is algo.policy
+        assert (runner.learner._compiled_call_impl is not None) is switch
 
 
 def test_the_behaviour_pickles_with_its_random_stream():

@@ -187,6 +187,21 @@ def test_annealed_entropy_coefficient_is_the_one_the_loss_uses():
     assert any(not torch.equal(a, b) for a, b in zip(half, constant, strict=True))
 
 
+def test_an_entropy_bonus_annealed_over_a_fraction_ends_early():
+    # over the first 40 % of the budget: at 20 % spent half the bonus is left, from 40 % on
+    # none (the learning rate's schedule is the budget's, untouched)
+    early = PPOConfig(
+        num_steps=8, num_minibatches=2, ent_coef=0.5, anneal_ent_coef=True,
+        ent_coef_anneal_fraction=0.4,
+    )  # fmt: skip
+    _, metrics = _updated_weights(early, 0.8)
+    assert metrics["losses/ent_coef"] == pytest.approx(0.25)
+    assert metrics["losses/learning_rate"] == pytest.approx(early.learning_rate * 0.8)
+    for fraction_left in (0.6, 0.3, 0.0):
+        _, metrics = _updated_weights(early, fraction_left)
+        assert metrics["losses/ent_coef"] == 0.0
+
+
 def test_explained_variance_is_left_out_while_every_return_is_the_same():
     # gamma 0 turns every return into its reward: all 1.0, so the explained variance is
     # undefined and a logged nan would stop a healthy run under nan_policy=raise. Rewards that

@@ -92,7 +92,11 @@ class PPO:
         data = SurrogateBatch(
             obs_B, actions_B, logprobs_B, values_B, advantages_B, returns_TN.reshape(B)
         )
-        ent_coef = progress.annealed(cfg.ent_coef, cfg.anneal_ent_coef)
+        ent_coef = (
+            progress.annealed_over(cfg.ent_coef, cfg.ent_coef_anneal_fraction)
+            if cfg.anneal_ent_coef
+            else cfg.ent_coef
+        )
         settings = dataclasses.replace(self.settings, ent_coef=ent_coef)
         metrics = surrogate_epochs(
             settings, self.policy, step, self.generator, data, self.minibatch_size(B),

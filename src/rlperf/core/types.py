@@ -188,3 +188,9 @@ class Progress:
         """``value`` decayed linearly to 0 over the run's budget when ``anneal`` (CleanRL's
         ``anneal_lr``), else ``value``: the one learning-rate schedule of every algorithm."""
         return value * self.fraction_left if anneal else value
+
+    def annealed_over(self, value: float, fraction: float) -> float:
+        """``value`` decayed linearly to 0 over the first ``fraction`` (0 < fraction <= 1)
+        of the run's budget, then 0: :meth:`annealed` with an earlier end (as
+        ``exploration_fraction`` ends epsilon's decay)."""
+        return value * max(0.0, 1.0 - (1.0 - self.fraction_left) / fraction)

@@ -72,6 +72,11 @@ class TransitionsRunner(LocalLearner):
         self.learner = algo.policy.to(self.learner_device)
         if cfg.channels_last:
             self.learner.to(memory_format=torch.channels_last)
+        if cfg.compile:
+            # In place, as the rollout runners do (checkpoint names stay the eager module's);
+            # static shapes: the acting batch and the replayed batch get a graph each. The
+            # algorithm's own copies (DQN's target network) stay eager.
+            self.learner.compile(dynamic=False)
         self.obs_shape = tuple(obs_space.shape)
         self.replay = ReplayBuffer(
             self.spec.buffer_size,

@@ -9,6 +9,7 @@ from rlperf.config.section import (
     AlgorithmFacts,
     AlgorithmSection,
     Fraction,
+    FractionAboveZero,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
@@ -57,6 +58,8 @@ class PPOConfig(AlgorithmSection):
     """Entropy bonus coefficient."""
     anneal_ent_coef: bool = False
     """Anneal the entropy coefficient linearly to 0 over the run's budget (stop.anneal_over), like anneal_lr: exploration early, a sharper policy at the end."""
+    ent_coef_anneal_fraction: FractionAboveZero = 1.0
+    """With anneal_ent_coef, the fraction of the budget over which the bonus falls to 0 (then 0 to the end; exploration_fraction's idea): below 1, the policy sharpens while the learning rate is still high."""
     vf_coef: NonNegativeFloat = 0.5
     """Value loss coefficient."""
     max_grad_norm: PositiveFloat | None = 0.5
