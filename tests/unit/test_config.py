@@ -170,7 +170,8 @@ def test_pong_fast_is_the_solved_run_in_one_preset():
 
 
 def test_atari_fast_is_the_documented_recipe():
-    # docs/benchmarks.md, "Time to solve Pong on 2 CPU cores": what the preset changes.
+    # docs/benchmarks-pong-cpu.md, "Time to solve Pong on 2 CPU cores" and "The guard": what
+    # the preset changes.
     cfg, _ = build_train_config(["--preset", "atari-fast", "--env", "ALE/Breakout-v5"])
     base, _ = build_train_config(["--preset", "cleanrl-atari", "--env", "ALE/Breakout-v5"])
     changed = {
@@ -184,10 +185,11 @@ def test_atari_fast_is_the_documented_recipe():
         "ppo.update_epochs": 3,
         "ppo.learning_rate": 5e-4,
         "ppo.anneal_lr": True,
+        "ppo.ent_coef": 0.001,
         "ppo.anneal_ent_coef": True,
         "runner.precision": "auto",
         "stop.wall_time_s": 1500,
-        "stop.anneal_over": "wall_time_s",
+        "stop.anneal_over": "wall_time_steps",
         "stop.target_reward_metric": "mean100+ema",
     }
     for key, value in changed.items():
