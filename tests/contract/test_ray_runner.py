@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import statistics
+import subprocess
 import tempfile
 import time
 import uuid
@@ -84,18 +85,19 @@ def _finish(proc, timeout: float = 120) -> tuple[str, str]:
     return out, err
 
 
+def _train_on_the_cluster(two_nodes, runs_root: Path, name: str, *keys: str) -> subprocess.Popen:
+    """CartPole PPO on the two-node cluster as run ``name`` under ``runs_root``, started in
+    the background (the tests kill one of its actors)."""
+    return start_training(
+        *CARTPOLE, "--ray-address", two_nodes.address, "--runs-root", str(runs_root),
+        "--save-name", name, *keys,
+    )  # fmt: skip
+
+
 def test_ppo_on_two_nodes_survives_an_actor_kill(two_nodes, runs_root: Path) -> None:
     run_dir = runs_root / "kill"
-    proc = start_training(
-        *CARTPOLE,
-        "--ray-address",
-        two_nodes.address,
-        "--runs-root",
-        str(runs_root),
-        "--save-name",
-        "kill",
-        "stop.iterations=150",
-        "runner.max_worker_restarts=2",
+    proc = _train_on_the_cluster(
+        two_nodes, runs_root, "kill", "stop.iterations=150", "runner.max_worker_restarts=2"
     )
     victim = _kill_one_actor(proc, run_dir)
     two_nodes.note_processes()
@@ -124,16 +126,8 @@ def test_past_max_worker_restarts_the_run_stops_with_a_checkpoint(
     two_nodes, runs_root: Path
 ) -> None:
     run_dir = runs_root / "stop"
-    proc = start_training(
-        *CARTPOLE,
-        "--ray-address",
-        two_nodes.address,
-        "--runs-root",
-        str(runs_root),
-        "--save-name",
-        "stop",
-        "stop.iterations=400",
-        "runner.max_worker_restarts=0",
+    proc = _train_on_the_cluster(
+        two_nodes, runs_root, "stop", "stop.iterations=400", "runner.max_worker_restarts=0"
     )
     victim = _kill_one_actor(proc, run_dir)
     out, err = _finish(proc)
@@ -149,13 +143,9 @@ def test_past_max_worker_restarts_the_run_stops_with_a_checkpoint(
 
 def test_ignore_worker_failures_continues_with_fewer_actors(two_nodes, runs_root: Path) -> None:
     run_dir = runs_root / "fewer"
-    proc = start_training(
-        *CARTPOLE,
-        "--ray-address",
-        two_nodes.address,
-        "--runs-root",
-        str(runs_root),
-        "--save-name",
+    proc = _train_on_the_cluster(
+        two_nodes,
+        runs_root,
         "fewer",
         "stop.iterations=120",
         "runner.restart_failed_workers=false",
