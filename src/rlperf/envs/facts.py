@@ -1,9 +1,9 @@
 """What rlperf knows about each kind of environment, in one table.
 
 The third facts table beside the runners' (each runner class declares its own) and the
-algorithms' (declared by their sections in ``config/algorithms/``): the config checks
-(:mod:`rlperf.training.checks`) read it to refuse an engine or a model that cannot serve an
-env, and ``model.name=auto`` reads the default model from it.
+algorithms' (declared by their sections in ``config/algorithms/``). :func:`check_env` holds
+the env settings against it (the config checker, :mod:`rlperf.training.checks`, calls it
+before anything is built); the model checks and ``model.name=auto`` read its rows.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rlperf.config.choices import Engine, ResizeInterpolation
-from rlperf.envs.make import is_atari
+from rlperf.config.schema import EnvConfig
+from rlperf.core.errors import ConfigError
+from rlperf.envs.make import is_atari, validate_env_id
 
 ENGINES: frozenset[str] = frozenset(typing.get_args(Engine))
 """Every env engine: gymnasium (Python envs), envpool and ale-vector (ALE in C++ threads)."""
@@ -83,3 +85,35 @@ def env_kind(env_id: str) -> str:
 def env_facts(env_id: str) -> EnvFacts:
     """What rlperf knows about ``env_id``'s kind of environment."""
     return ENV_FACTS[env_kind(env_id)]
+
+
+def check_env(env: EnvConfig) -> EnvFacts:
+    """Refuse (one line) env settings that no run of ``env.id`` can have: an unregistered id,
+    an engine that cannot step its kind of env or lacks a frame setting asked; returns the
+    kind's facts. Machine-independent: whether the engine is installed is checked apart."""
+    validate_env_id(env.id)
+    if env.num_threads is not None and env.engine == "gymnasium":
+        raise ConfigError(
+            "env.num_threads sets the threads of the C++ engines (envpool, ale-vector); "
+            "engine gymnasium steps its envs without them: set env.engine or unset env.num_threads"
+        )
+    kind = env_kind(env.id)
+    facts = ENV_FACTS[kind]
+    if env.engine not in facts.engines:
+        raise ConfigError(
+            f"engine {env.engine} cannot step {env.id} ({kind} envs run on engine "
+            f"{', '.join(sorted(facts.engines))}); the C++ engines run Atari games only"
+        )
+    engine = ENGINE_FACTS[env.engine]
+    if env.resize_interpolation not in engine.resize_interpolations:
+        raise ConfigError(
+            f"env.resize_interpolation={env.resize_interpolation} is not implemented by engine "
+            f"{env.engine}; valid: {', '.join(sorted(engine.resize_interpolations))}, or engine "
+            "gymnasium"
+        )
+    if not env.max_pool and env.frameskip >= 2 and not engine.unpooled_frames:
+        raise ConfigError(
+            f"env.max_pool=false is not implemented by engine {env.engine} (it always "
+            "max-pools the last two frames of a skip); use engine gymnasium or ale-vector"
+        )
+    return facts

@@ -9,7 +9,7 @@ from torch import nn
 
 from rlperf.config.schema import EnvConfig, ModelConfig
 from rlperf.core.errors import ConfigError
-from rlperf.envs.facts import env_facts
+from rlperf.envs.facts import EnvFacts, env_facts
 from rlperf.models.conv import NIPS_CNN, ConvTorso, NatureTorso
 from rlperf.models.policy import ActorCritic
 
@@ -123,13 +123,16 @@ def resolve_model_name(name: str) -> str:
 def run_model_name(model: ModelConfig, env_id: str) -> str:
     """The model a run builds, by its canonical name: ``auto`` is the default model of
     ``env_id``'s kind of env (its row of ``ENV_FACTS``)."""
-    name = env_facts(env_id).default_model if model.name == AUTO else model.name
-    return resolve_model_name(name)
+    return _model_name_for(model, env_facts(env_id))
+
+
+def _model_name_for(model: ModelConfig, facts: EnvFacts) -> str:
+    return resolve_model_name(facts.default_model if model.name == AUTO else model.name)
 
 
 def frame_dim(env: EnvConfig, model: ModelConfig) -> int:
     """The Atari frame size: env.dim, else the model's designed input size, else 84 (a
-    thesis model's own size is held to by :mod:`rlperf.training.checks`)."""
+    thesis model's own size is held to by :func:`check_model`)."""
     return env.dim or MODELS[run_model_name(model, env.id)].input_dim or 84
 
 
@@ -147,6 +150,29 @@ def check_model_settings(cfg: ModelConfig, name: str) -> None:
         raise ConfigError(
             f"model.zero_sum_first_layer applies to the image models; {name} has no conv layer"
         )
+
+
+def check_model(model: ModelConfig, env: EnvConfig, facts: EnvFacts) -> str:
+    """Refuse (one line) a model that cannot serve the env of ``facts`` (:func:`check_env
+    <rlperf.envs.facts.check_env>`) or a ``model.*`` setting it lacks; returns the model's
+    canonical name."""
+    name = _model_name_for(model, facts)
+    check_model_settings(model, name)
+    spec = MODELS[name]
+    if spec.observation != facts.observation:
+        fits = ", ".join(n for n, s in MODELS.items() if s.observation == facts.observation)
+        raise ConfigError(
+            f"model {name} reads {spec.observation} observations but {env.id} gives "
+            f"{facts.observation}: use --model {facts.default_model} (models for it: {fits})"
+        )
+    # The thesis's models are cut for one frame size (their last conv spans the whole map);
+    # the Nature and NIPS CNNs adapt to any size.
+    if env.dim is not None and spec.kind == "conv" and spec.input_dim != env.dim:
+        raise ConfigError(
+            f"model {name} is designed for {spec.input_dim}x{spec.input_dim} inputs but env.dim "
+            f"is {env.dim}; leave env.dim unset or pick a model for that size (see `rlperf models`)"
+        )
+    return name
 
 
 def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) -> ActorCritic:

@@ -1,9 +1,11 @@
 """Every check a run's config passes before anything is built, in one place.
 
 :func:`check` is the one entry (:mod:`rlperf.training.resolve` calls it for every run; the sweep
-planner calls it for every point). The ranges of single keys live in
-:mod:`rlperf.config.validate`, which needs nothing but the config; everything that relates
-one part of a run to another is decided here from declared facts:
+planner calls it for every point). What concerns one part alone is that part's own check,
+called from here: the ranges of single keys (:mod:`rlperf.config.validate`, which needs
+nothing but the config), the env settings (``envs.facts.check_env``), the model against the
+env (``models.catalog.check_model``), a runner's own (its facts' ``check``). Everything that
+relates one part of a run to another is decided here from declared facts:
 
 - ``RUNNER_FACTS`` (each runner class's ``facts``, collected by the registry): data kinds,
   policy lag, engines, options, devices, and the runner's own checks;
@@ -28,9 +30,8 @@ import torch
 from rlperf.config.schema import ALGORITHM_FACTS, RunConfig, RunnerConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
-from rlperf.envs.facts import ENGINE_FACTS, ENV_FACTS, env_kind
-from rlperf.envs.make import validate_env_id
-from rlperf.models.catalog import MODELS, check_model_settings, run_model_name
+from rlperf.envs.facts import ENGINE_FACTS, check_env
+from rlperf.models.catalog import MODELS, check_model
 from rlperf.training.registry import RUNNER_FACTS
 
 
@@ -40,12 +41,13 @@ def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
     ``on_this_machine=False`` leaves out what depends on this machine (devices, CPUs, the
     engines installed): a sweep plans points for other machines and judges them itself."""
     validate(cfg)
-    model = _check_names(cfg)
+    _check_name("algorithm", cfg.algo, list(ALGORITHM_FACTS))
+    _check_name("runner", cfg.runner.name, list(RUNNER_FACTS))
+    model = check_model(cfg.model, cfg.env, check_env(cfg.env))
     if on_this_machine:
         check_devices(cfg.runner)
         check_cpus(cfg.runner)
         check_engine_installed(cfg.env.engine)
-    _check_env(cfg, model)
     _check_runner(cfg, model)
     _check_cuda_graph(cfg)
     check_pairing(cfg)
@@ -59,15 +61,6 @@ def runners_with(fact: str) -> str:
     """The runners with ``fact``, as prose: ``inproc, subprocess and decoupled``."""
     names = [n for n, f in RUNNER_FACTS.items() if getattr(f, fact)]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-
-def _check_names(cfg: RunConfig) -> str:
-    """The algorithm, runner, env and model are known; returns the model's canonical name
-    (an unknown model is refused with the catalog's names)."""
-    _check_name("algorithm", cfg.algo, list(ALGORITHM_FACTS))
-    _check_name("runner", cfg.runner.name, list(RUNNER_FACTS))
-    validate_env_id(cfg.env.id)
-    return run_model_name(cfg.model, cfg.env.id)
 
 
 def _check_name(kind: str, name: str, valid: list[str]) -> None:
@@ -128,39 +121,6 @@ def check_cpus(cfg: RunnerConfig) -> None:
             )
 
 
-def _check_env(cfg: RunConfig, name: str) -> None:
-    """The engine can step the env, model ``name`` can read its observations, at its size."""
-    env_id, engine = cfg.env.id, cfg.env.engine
-    if cfg.env.num_threads is not None and engine == "gymnasium":
-        raise ConfigError(
-            "env.num_threads sets the threads of the C++ engines (envpool, ale-vector); "
-            "engine gymnasium steps its envs without them: set env.engine or unset env.num_threads"
-        )
-    kind = env_kind(env_id)
-    facts = ENV_FACTS[kind]
-    if engine not in facts.engines:
-        raise ConfigError(
-            f"engine {engine} cannot step {env_id} ({kind} envs run on engine "
-            f"{', '.join(sorted(facts.engines))}); the C++ engines run Atari games only"
-        )
-    _check_engine_settings(cfg)
-    check_model_settings(cfg.model, name)
-    spec = MODELS[name]
-    if spec.observation != facts.observation:
-        fits = ", ".join(n for n, s in MODELS.items() if s.observation == facts.observation)
-        raise ConfigError(
-            f"model {name} reads {spec.observation} observations but {env_id} gives "
-            f"{facts.observation}: use --model {facts.default_model} (models for it: {fits})"
-        )
-    # The thesis's models are cut for one frame size (their last conv spans the whole map);
-    # the Nature and NIPS CNNs adapt to any size.
-    if cfg.env.dim is not None and spec.kind == "conv" and spec.input_dim != cfg.env.dim:
-        raise ConfigError(
-            f"model {name} is designed for {spec.input_dim}x{spec.input_dim} inputs but env.dim "
-            f"is {cfg.env.dim}; leave env.dim unset or pick a model for that size (see `rlperf models`)"
-        )
-
-
 def check_engine_installed(engine: str) -> None:
     """The package that ``engine`` needs is installed here (the C++ engines are optional)."""
     facts = ENGINE_FACTS[engine]
@@ -168,23 +128,6 @@ def check_engine_installed(engine: str) -> None:
         raise ConfigError(
             f"engine {engine} needs the {facts.package} package, which is not installed here: "
             f"pip install '{facts.extra}', or use engine gymnasium"
-        )
-
-
-def _check_engine_settings(cfg: RunConfig) -> None:
-    """The engine implements the frame settings asked (``ENGINE_FACTS``)."""
-    env = cfg.env
-    facts = ENGINE_FACTS[env.engine]
-    if env.resize_interpolation not in facts.resize_interpolations:
-        raise ConfigError(
-            f"env.resize_interpolation={env.resize_interpolation} is not implemented by engine "
-            f"{env.engine}; valid: {', '.join(sorted(facts.resize_interpolations))}, or engine "
-            "gymnasium"
-        )
-    if not env.max_pool and env.frameskip >= 2 and not facts.unpooled_frames:
-        raise ConfigError(
-            f"env.max_pool=false is not implemented by engine {env.engine} (it always "
-            "max-pools the last two frames of a skip); use engine gymnasium or ale-vector"
         )
 
 

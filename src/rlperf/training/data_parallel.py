@@ -27,6 +27,7 @@ from rlperf.config.schema import RunConfig, freeze, thawed_copy
 from rlperf.core import distributed
 from rlperf.core.errors import UserInputError
 from rlperf.core.protocols import Algorithm
+from rlperf.core.resources import apply_cpu_resources
 from rlperf.runners.base import Runner
 from rlperf.training.checks import check_devices
 from rlperf.training.resolve import ResolvedRun
@@ -81,6 +82,8 @@ def _learner_main(
     rank: int, port: int, session_class: type[LearnerSession], session_args: dict[str, Any]
 ) -> None:
     cfg: RunConfig = session_args["run"].cfg
+    # a learner is a process of its own: the run's CPUs apply in it too
+    apply_cpu_resources(cfg.runner.cpu_affinity, cfg.runner.torch_threads)
     device = torch.device(rank_config(cfg, rank).runner.learner_device)
     distributed.init_rank(rank, cfg.runner.num_learners, port, device)
     try:

@@ -172,8 +172,6 @@ class TrainingSession:
         start in its directory, and what it recorded is set aside first."""
         self.cfg = run.cfg
         """The resolved, read-only config: what runs, and what config.yaml stores."""
-        if rank is not None:  # a learner process of its own: the run's CPUs in it too
-            apply_cpu_resources(self.cfg.runner.cpu_affinity, self.cfg.runner.torch_threads)
         self.precision_choice: PrecisionChoice | None = run.precision_choice
         """What runner.precision=auto chose and measured (None: precision was given)."""
         stop = self.cfg.stop
