@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from rlperf.arguments import ArgumentParser
+from rlperf.config.schema import ALGORITHM_FACTS
 from rlperf.core.errors import ConfigError, UserInputError
 from rlperf.envs.video import ATARI_FPS, VideoWriter
 
@@ -67,7 +68,7 @@ def load_agent(run_dir: Path, cfg: Any, checkpoint: Path | None, obs_shape: tupl
         )
     else:
         network = acting_policy(cfg, obs_shape, num_actions)
-    q_learning = cfg.algo in ("dqn", "pqn")
+    q_learning = ALGORITHM_FACTS[cfg.algo].q_values
     state = load_policy(
         network, run_dir, checkpoint, f"the run's {cfg.algo} network ({cfg.model.name})"
     )
@@ -145,7 +146,7 @@ def play(
     try:
         obs_shape = tuple(env.observation_space.shape or ())
         agent = load_agent(run_dir, cfg, checkpoint, obs_shape, int(env.action_space.n))
-        mode = greedy if greedy is not None else agent.algo in ("dqn", "pqn")
+        mode = greedy if greedy is not None else ALGORITHM_FACTS[agent.algo].q_values
         report(
             f"checkpoint {agent.checkpoint} (iteration {agent.iteration}, env steps "
             f"{agent.env_steps}); {'greedy' if mode else 'stochastic'} play, sticky actions "

@@ -107,6 +107,13 @@ def test_every_registered_algorithm_is_declared_and_every_declared_one_registere
     assert set(ALGORITHM_SECTIONS) == set(ALGORITHM_FACTS) == set(registry.ALGORITHMS)
 
 
+@pytest.mark.parametrize("algo", sorted(ALGORITHM_SECTIONS))
+def test_every_algorithm_section_declares_its_learner_batch(algo: str) -> None:
+    # precision=auto times one gradient step of this many samples; a section that does not
+    # declare it raises NotImplementedError here
+    assert getattr(RunConfig(), algo).learner_batch_size(16) >= 1
+
+
 def test_every_runner_class_is_declared_and_registered() -> None:
     # declared: a runner class with its name and facts; registered: a line of RUNNER_PARTS.
     # A runner class that declares facts but is not registered, or a registered one that

@@ -125,10 +125,11 @@ def test_update_makes_rewarded_actions_more_likely():
 
 
 def test_minibatch_size_overrides_count():
-    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
-    algo = PPO(PPOConfig(num_minibatches=None, minibatch_size=10), policy, seed=0)
-    assert algo.minibatch_size(32) == 10
-    assert PPO(PPOConfig(num_minibatches=4), policy, seed=0).minibatch_size(32) == 8
+    assert PPOConfig(num_minibatches=None, minibatch_size=10).minibatch(32) == 10
+    assert PPOConfig(num_minibatches=None, minibatch_size=64).minibatch(32) == 32
+    assert PPOConfig(num_minibatches=4).minibatch(32) == 8
+    # precision=auto times one such minibatch of a rollout of 8 envs x 128 steps
+    assert PPOConfig(num_minibatches=4).learner_batch_size(8) == 256
 
 
 @pytest.mark.parametrize(

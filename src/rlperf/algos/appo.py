@@ -101,7 +101,7 @@ class APPO:
         # ---- PPO's epochs of shuffled minibatches, on V-trace advantages and targets ----
         data = SurrogateBatch(obs_B, actions_B, old_logprob_B, old_value_B, advantages_B, vs_B)
         metrics = surrogate_epochs(
-            self.settings, self.policy, step, self.generator, data, max(B // cfg.num_minibatches, 1)
+            self.settings, self.policy, step, self.generator, data, cfg.minibatch(B)
         )
         metrics.update({f"losses/{k}": float(v) for k, v in lag_stats.items()})
         metrics.update(

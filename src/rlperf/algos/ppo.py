@@ -19,7 +19,6 @@ from rlperf.algos.returns import gae
 from rlperf.algos.surrogate import (
     SurrogateBatch,
     SurrogateSettings,
-    minibatch_size,
     surrogate_epochs,
 )
 from rlperf.config.schema import PPOConfig
@@ -60,10 +59,6 @@ class PPO:
     def optimizer_spec(self) -> OptimizerSpec:
         return OptimizerSpec("adam", self.cfg.learning_rate, self.cfg.adam_eps)
 
-    def minibatch_size(self, batch_size: int) -> int:
-        """Samples per minibatch: ``minibatch_size`` when set, else an even split."""
-        return minibatch_size(batch_size, self.cfg.minibatch_size, self.cfg.num_minibatches)
-
     def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         cfg = self.cfg
         lr = progress.annealed(self.base_lr, cfg.anneal_lr)
@@ -99,7 +94,7 @@ class PPO:
         )
         settings = dataclasses.replace(self.settings, ent_coef=ent_coef)
         metrics = surrogate_epochs(
-            settings, self.policy, step, self.generator, data, self.minibatch_size(B),
+            settings, self.policy, step, self.generator, data, cfg.minibatch(B),
             self.kl_coeff,
         )  # fmt: skip
         mean_kl = metrics.get("losses/approx_kl", 0.0)

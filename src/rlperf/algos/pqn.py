@@ -201,10 +201,6 @@ class PQN:
     def optimizer_spec(self) -> OptimizerSpec:
         return OptimizerSpec(self.cfg.optimizer, self.cfg.learning_rate, self.cfg.optimizer_eps)
 
-    def minibatch_size(self, batch_size: int) -> int:
-        """Samples per minibatch: the batch split into ``num_minibatches``."""
-        return max(batch_size // self.cfg.num_minibatches, 1)
-
     def epsilon(self, progress: Progress) -> float:
         """The exploration rate for the rollout that follows an update at ``progress``."""
         cfg = self.cfg
@@ -237,7 +233,7 @@ class PQN:
         actions_B = batch.actions_TN.reshape(B, 1).long()
         targets_B = targets_TN.reshape(B)
         minibatches = shuffled_minibatches(
-            cfg.update_epochs, B, self.minibatch_size(B), self.generator, obs_B.device
+            cfg.update_epochs, B, cfg.minibatch(B), self.generator, obs_B.device
         )
         if isinstance(step, RecordableStep) and step.graphs:
             regression = self._recorded_epochs(step, minibatches, obs_B, actions_B, targets_B)
@@ -291,7 +287,7 @@ class PQN:
     ) -> dict[str, float]:
         """``runner.cuda_graph``: the same minibatches through one :class:`RecordedQStep`
         kept on ``step`` (one per minibatch shape), read from the device once."""
-        mb_size = self.minibatch_size(obs_B.shape[0])
+        mb_size = self.cfg.minibatch(obs_B.shape[0])
         key = ("pqn", id(self.policy), mb_size, obs_B.shape[1:], obs_B.dtype)
         program = step.programs.get(key)
         if program is None:

@@ -42,7 +42,6 @@ from rlperf.algos.surrogate import (
     SurrogateSettings,
     clipped_surrogate,
     minibatch_epochs,
-    minibatch_size,
     value_error,
 )
 from rlperf.config.schema import RNDConfig
@@ -91,10 +90,6 @@ class RND:
     def optimizer_spec(self) -> OptimizerSpec:
         return OptimizerSpec("adam", self.cfg.learning_rate, self.cfg.adam_eps)
 
-    def minibatch_size(self, batch_size: int) -> int:
-        """Samples per minibatch: ``minibatch_size`` when set, else an even split."""
-        return minibatch_size(batch_size, self.cfg.minibatch_size, self.cfg.num_minibatches)
-
     def normalise(self, frames: torch.Tensor) -> torch.Tensor:
         """Frames (B, *input_shape) as the RND networks take them: standardised, clipped."""
         mean = self.obs_rms.mean.to(frames.device, torch.float32)
@@ -132,7 +127,7 @@ class RND:
 
         lr = progress.annealed(cfg.learning_rate, cfg.anneal_lr)
         step.set_learning_rate(lr)
-        mb_size = self.minibatch_size(B)
+        mb_size = cfg.minibatch(B)
         obs_B = batch.obs_TN.reshape(B, *batch.obs_TN.shape[2:])
         actions_B = batch.actions_TN.reshape(B)
 

@@ -58,14 +58,6 @@ class SurrogateSettings:
         )
 
 
-def minibatch_size(batch_size: int, size: int | None, count: int | None) -> int:
-    """Samples per minibatch of a batch of ``batch_size``: ``size`` when set (at most the
-    batch), else the batch split into ``count`` (PPO's and RND's minibatch settings)."""
-    if size is not None:
-        return min(size, batch_size)
-    return max(batch_size // (count or 1), 1)
-
-
 def clipped_surrogate(
     logprob: torch.Tensor,
     old_logprob: torch.Tensor,

@@ -98,6 +98,9 @@ class AlgorithmFacts:
     """Why it cannot learn on ``runner.num_learners > 1`` data-parallel learners (None: it can)."""
     cuda_graph: bool = False
     """Its minibatch step can be recorded as one CUDA graph (``runner.cuda_graph``)."""
+    q_values: bool = False
+    """Its network outputs action values, not logits and a value: a trained agent plays
+    greedily on them, and the deploy backends (which serve logits) refuse its runs."""
 
     def policy_lag_bound(self, section: AlgorithmSection) -> int:
         """The lag bound with ``section`` (the algorithm's settings) in force."""
@@ -117,6 +120,41 @@ class AlgorithmSection(Section):
     def check(self, cfg: RunConfig) -> None:
         """Refuse (ConfigError, one line) what the ranges alone cannot tell: values that
         must agree with each other or with the rest of ``cfg``."""
+
+    def learner_batch_size(self, num_envs: int) -> int:
+        """Samples in one gradient step of the algorithm's learner with ``num_envs`` envs
+        (what ``runner.precision=auto`` times)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no learner batch size")
+
+
+class RolloutMinibatches:
+    """What an algorithm section that cuts each rollout of num_envs x num_steps into
+    minibatches knows of them (PPO, RND, APPO, IMPALA, PQN): by their count
+    (``num_minibatches``) or, in a section that has the field, their size (``minibatch_size``,
+    RLlib's way; set exactly one of the two)."""
+
+    num_steps: int
+    num_minibatches: int | None
+
+    def minibatch(self, batch_size: int) -> int:
+        """Samples per minibatch of a batch of ``batch_size``: ``minibatch_size`` when set
+        (at most the batch), else the batch split into ``num_minibatches``."""
+        size = getattr(self, "minibatch_size", None)
+        if size is not None:
+            return min(size, batch_size)
+        return max(batch_size // (self.num_minibatches or 1), 1)
+
+    def learner_batch_size(self, num_envs: int) -> int:
+        """One minibatch of a rollout of ``num_envs`` envs."""
+        return self.minibatch(num_envs * self.num_steps)
+
+    def check_one_minibatch_setting(self, section: str) -> None:
+        """Refuse a section with both or neither of num_minibatches and minibatch_size."""
+        if (self.num_minibatches is None) == (getattr(self, "minibatch_size", None) is None):
+            raise ConfigError(
+                f"set exactly one of {section}.num_minibatches and {section}.minibatch_size "
+                "(the other to null)"
+            )
 
 
 def _range_of(hint: Any) -> Range | None:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlperf.config.schema import RunConfig
+from rlperf.config.schema import ALGORITHM_FACTS, RunConfig
 from rlperf.core.errors import UserInputError
 from rlperf.models.policy import ActorCritic, network_input
 
@@ -112,11 +112,12 @@ def load_run_policy(run_dir: Path, checkpoint: Path | None = None) -> RunPolicy:
 
     run_dir = check_run_dir(Path(run_dir))
     cfg = load_valid_config(run_dir / CONFIG_FILE)
-    if cfg.algo in ("dqn", "pqn"):
-        # Their networks output Q-values, not the (logits, value) every backend serves.
+    if ALGORITHM_FACTS[cfg.algo].q_values:
+        # Its network outputs Q-values, not the (logits, value) every backend serves.
+        served = ", ".join(a for a, f in ALGORITHM_FACTS.items() if not f.q_values)
         raise UserInputError(
             f"{run_dir} is a {cfg.algo} run; export, infer and deploy serve the actor-critic "
-            "algorithms (ppo, appo, impala, a3c, rnd); play it with rlperf enjoy"
+            f"algorithms ({served}); play it with rlperf enjoy"
         )
     dim, obs_shape, obs_dtype, num_actions = env_spec(cfg)
     model = build_model(cfg.model, obs_shape, num_actions)

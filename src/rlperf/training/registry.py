@@ -201,17 +201,6 @@ RUNNER_FACTS: dict[str, RunnerFacts] = {cls.name: cls.facts for cls, _ in RUNNER
 """What each runner declares about itself, by name (read by :mod:`rlperf.training.checks`)."""
 
 
-def learner_batch_size(cfg: RunConfig) -> int:
-    """Samples in one gradient step of ``cfg.algo``'s learner (what precision=auto times)."""
-    if cfg.algo == "dqn":
-        return cfg.dqn.batch_size
-    if cfg.algo == "a3c":
-        return cfg.a3c.num_local_steps
-    section = getattr(cfg, cfg.algo)  # ppo, appo, impala, rnd: a rollout cut into minibatches
-    size = getattr(section, "minibatch_size", None)
-    return size or max(cfg.env.num_envs * section.num_steps // section.num_minibatches, 1)
-
-
 def make_algorithm(cfg: RunConfig, policy: ActorCritic) -> Algorithm:
     """The algorithm of a checked ``cfg`` (see ``rlperf.training.resolve``), learning ``policy``."""
     return ALGORITHMS[cfg.algo](cfg, policy)

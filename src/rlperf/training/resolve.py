@@ -93,7 +93,8 @@ def _time_precision(cfg: RunConfig) -> PrecisionChoice:
     # Private generators: resolving must not move the run's seeded random streams.
     with torch.random.fork_rng(devices=[]):
         network = build_model(cfg.model, tuple(space.shape), int(spaces.action.n))
-    shape = (registry.learner_batch_size(cfg), *space.shape)
+    section = getattr(cfg, cfg.algo)
+    shape = (section.learner_batch_size(cfg.env.num_envs), *space.shape)
     gen = torch.Generator().manual_seed(0)
     if np.dtype(space.dtype) == np.uint8:
         obs = torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)

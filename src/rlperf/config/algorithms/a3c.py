@@ -62,6 +62,10 @@ class A3CConfig(AlgorithmSection):
     )
     """A worker's gradient comes from a copy one update behind the shared model."""
 
+    def learner_batch_size(self, num_envs: int) -> int:
+        """One worker's rollout of num_local_steps (one env per worker)."""
+        return self.num_local_steps
+
     def check(self, cfg: RunConfig) -> None:
         # the weights' content is read (and refused in one line) when the model is built;
         # a path that names nothing is refused before anything is

@@ -13,6 +13,7 @@ from rlperf.config.section import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    RolloutMinibatches,
 )
 from rlperf.core.errors import ConfigError
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class APPOConfig(AlgorithmSection):
+class APPOConfig(RolloutMinibatches, AlgorithmSection):
     """Asynchronous PPO (RLlib's APPO): PPO's clipped surrogate on V-trace advantages and value targets."""
 
     num_steps: PositiveInt = 128

@@ -63,9 +63,16 @@ class DQNConfig(AlgorithmSection):
     """Act and compute targets under torch.no_grad(); false reproduces 003's 00_slow_grads rung (autograd graphs built and thrown away)."""
 
     facts: ClassVar[AlgorithmFacts] = AlgorithmFacts(
-        "transitions", ANY_POLICY_LAG, one_learner="its replay buffer lives in one learner"
+        "transitions",
+        ANY_POLICY_LAG,
+        one_learner="its replay buffer lives in one learner",
+        q_values=True,
     )
     """Off-policy from a replay buffer: data from any earlier policy will do."""
+
+    def learner_batch_size(self, num_envs: int) -> int:
+        """One replayed batch."""
+        return self.batch_size
 
     def check(self, cfg: RunConfig) -> None:
         if cfg.algo != "dqn":

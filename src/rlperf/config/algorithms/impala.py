@@ -14,6 +14,7 @@ from rlperf.config.section import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    RolloutMinibatches,
 )
 from rlperf.core.errors import ConfigError
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class IMPALAConfig(AlgorithmSection):
+class IMPALAConfig(RolloutMinibatches, AlgorithmSection):
     """IMPALA hyperparameters: V-trace actor-critic (Espeholt et al. 2018); defaults after the paper's Atari runs."""
 
     num_steps: PositiveInt = 20

@@ -13,6 +13,7 @@ from rlperf.config.section import (
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
+    RolloutMinibatches,
 )
 from rlperf.core.errors import ConfigError
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class PPOConfig(AlgorithmSection):
+class PPOConfig(RolloutMinibatches, AlgorithmSection):
     """Proximal Policy Optimization hyperparameters."""
 
     num_steps: PositiveInt = 128
@@ -81,12 +82,9 @@ class PPOConfig(AlgorithmSection):
             raise ConfigError(
                 f"ppo.lr_min ({self.lr_min}) must not exceed ppo.lr_max ({self.lr_max})"
             )
-        if (self.num_minibatches is None) == (self.minibatch_size is None):
-            raise ConfigError(
-                "set exactly one of ppo.num_minibatches and ppo.minibatch_size (the other to null)"
-            )
+        self.check_one_minibatch_setting("ppo")
         batch = cfg.env.num_envs * self.num_steps
-        minibatch = self.minibatch_size or batch // (self.num_minibatches or 1)
+        minibatch = self.minibatch_size or self.minibatch(batch)
         if not 2 <= minibatch <= batch:
             # One sample has no spread: per-minibatch advantage normalisation would divide by 0.
             raise ConfigError(

@@ -13,6 +13,7 @@ from rlperf.config.section import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    RolloutMinibatches,
 )
 from rlperf.core.errors import ConfigError
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class PQNConfig(AlgorithmSection):
+class PQNConfig(RolloutMinibatches, AlgorithmSection):
     """Parallelised Q-Network (Gallici et al. 2024): Q(lambda) regression on rollouts of many envs, no replay buffer, no target network; defaults are the paper's Atari settings."""
 
     num_steps: PositiveInt = 32
@@ -55,7 +56,7 @@ class PQNConfig(AlgorithmSection):
     max_policy_lag: NonNegativeInt = 2
     """Learner updates by which the acting network may trail the learner on the decoupled runner (Q(lambda) learns off-policy; the lag only biases its traces)."""
 
-    facts: ClassVar[AlgorithmFacts] = AlgorithmFacts("rollout", cuda_graph=True)
+    facts: ClassVar[AlgorithmFacts] = AlgorithmFacts("rollout", cuda_graph=True, q_values=True)
     """Q(lambda) learns off-policy: a lagged acting network only biases its traces; its
     minibatch step records as a CUDA graph (algos.pqn.RecordedQStep)."""
 

@@ -14,6 +14,7 @@ from rlperf.config.section import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    RolloutMinibatches,
 )
 from rlperf.core.errors import ConfigError
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class RNDConfig(AlgorithmSection):
+class RNDConfig(RolloutMinibatches, AlgorithmSection):
     """Random Network Distillation (Burda et al. 2018) on PPO with two value heads; defaults after the paper and source 004."""
 
     num_steps: PositiveInt = 128
@@ -84,10 +85,7 @@ class RNDConfig(AlgorithmSection):
     """Acting may trail by rnd.max_policy_lag updates (V-trace on the decoupled runner)."""
 
     def check(self, cfg: RunConfig) -> None:
-        if (self.num_minibatches is None) == (self.minibatch_size is None):
-            raise ConfigError(
-                "set exactly one of rnd.num_minibatches and rnd.minibatch_size (the other to null)"
-            )
+        self.check_one_minibatch_setting("rnd")
         if self.ext_coef == self.int_coef == 0:
             raise ConfigError(
                 "rnd.ext_coef and rnd.int_coef must be zero or positive and not both 0, got "
