@@ -8,7 +8,8 @@ import torch
 
 from rlperf.algos.ppo import PPO
 from rlperf.algos.surrogate import ppo_loss
-from rlperf.config.schema import ModelConfig, PPOConfig
+from rlperf.config.schema import ModelConfig, PPOConfig, RunConfig
+from rlperf.core.errors import ConfigError
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
 from rlperf.models.catalog import build_model
@@ -201,6 +202,17 @@ def test_an_entropy_bonus_annealed_over_a_fraction_ends_early():
     for fraction_left in (0.6, 0.3, 0.0):
         _, metrics = _updated_weights(early, fraction_left)
         assert metrics["losses/ent_coef"] == 0.0
+    # with a floor the bonus falls from 0.5 to 0.1 over the same fraction, then holds it
+    floored = dataclasses.replace(early, ent_coef_end=0.1)
+    _, metrics = _updated_weights(floored, 0.8)
+    assert metrics["losses/ent_coef"] == pytest.approx(0.3)
+    _, metrics = _updated_weights(floored, 0.0)
+    assert metrics["losses/ent_coef"] == pytest.approx(0.1)
+
+
+def test_a_bonus_floor_above_the_bonus_is_refused():
+    with pytest.raises(ConfigError, match="ppo.ent_coef_end"):
+        PPOConfig(ent_coef=0.001, ent_coef_end=0.01).check(RunConfig())
 
 
 def test_explained_variance_is_left_out_while_every_return_is_the_same():

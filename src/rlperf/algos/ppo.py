@@ -88,7 +88,8 @@ class PPO:
             obs_B, actions_B, logprobs_B, values_B, advantages_B, returns_TN.reshape(B)
         )
         ent_coef = (
-            progress.annealed_over(cfg.ent_coef, cfg.ent_coef_anneal_fraction)
+            cfg.ent_coef_end
+            + progress.annealed_over(cfg.ent_coef - cfg.ent_coef_end, cfg.ent_coef_anneal_fraction)
             if cfg.anneal_ent_coef
             else cfg.ent_coef
         )

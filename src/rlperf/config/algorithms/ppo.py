@@ -58,9 +58,11 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
     ent_coef: NonNegativeFloat = 0.01
     """Entropy bonus coefficient."""
     anneal_ent_coef: bool = False
-    """Anneal the entropy coefficient linearly to 0 over the run's budget (stop.anneal_over), like anneal_lr: exploration early, a sharper policy at the end."""
+    """Anneal the entropy coefficient linearly to ent_coef_end (0 by default) over the run's budget (stop.anneal_over), like anneal_lr: exploration early, a sharper policy at the end."""
     ent_coef_anneal_fraction: FractionAboveZero = 1.0
-    """With anneal_ent_coef, the fraction of the budget over which the bonus falls to 0 (then 0 to the end; exploration_fraction's idea): below 1, the policy sharpens while the learning rate is still high."""
+    """With anneal_ent_coef, the fraction of the budget over which the bonus falls to ent_coef_end (then holds it; exploration_fraction's idea): below 1, the policy sharpens while the learning rate is still high."""
+    ent_coef_end: NonNegativeFloat = 0.0
+    """With anneal_ent_coef, the bonus the annealing ends at (at most ent_coef): a floor that keeps some exploration after a short broad start."""
     vf_coef: NonNegativeFloat = 0.5
     """Value loss coefficient."""
     max_grad_norm: PositiveFloat | None = 0.5
@@ -81,6 +83,11 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
         if self.lr_min > self.lr_max:
             raise ConfigError(
                 f"ppo.lr_min ({self.lr_min}) must not exceed ppo.lr_max ({self.lr_max})"
+            )
+        if self.ent_coef_end > self.ent_coef:
+            raise ConfigError(
+                f"ppo.ent_coef_end ({self.ent_coef_end}) must not exceed ppo.ent_coef "
+                f"({self.ent_coef}): the bonus anneals down to it"
             )
         self.check_one_minibatch_setting("ppo")
         batch = cfg.env.num_envs * self.num_steps
