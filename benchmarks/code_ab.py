@@ -39,6 +39,13 @@ CONFIGS = {
         "dqn.steps_per_iteration=250", "dqn.learning_starts=500", "dqn.buffer_size=20000",
         "telemetry.warmup_iterations=3",
     ],
+    # DQN as `dqn-fast` on Pong (8 envs, batch 32 every 4 env steps), learning from the 5,000th
+    # transition; the precision fixed at what `auto` picks on AMX CPUs (no timing at start)
+    "dqn-fast": [
+        "--preset", "dqn-fast", "--env", "ALE/Pong-v5", "dqn.learning_starts=5000",
+        "stop.total_timesteps=33000", "runner.precision=bf16", "runner.channels_last=true",
+        "telemetry.warmup_iterations=8",
+    ],
     # A3C: two Hogwild workers learning into one shared model (the driver only follows)
     "a3c-hogwild": [
         "--preset", "a3c-football-quick", "stop.target_reward=null",

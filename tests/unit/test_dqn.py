@@ -101,6 +101,32 @@ def test_an_update_makes_one_gradient_step_per_row_and_none_for_an_empty_batch()
     assert {"losses/loss", "losses/avg_loss", "losses/q_values"} <= set(metrics)
 
 
+@pytest.mark.parametrize("double_q", [True, False])
+def test_a_bf16_gradient_step_trains_every_online_weight_and_no_target_weight(double_q):
+    # The update's passes share one autocast region (the online weights cast once per step):
+    # the casts the passes share must still carry gradients to every float32 weight.
+    cfg = DQNConfig(exploration_steps=100, double_q=double_q, target_network_frequency=10**6)
+    network = QNetwork.from_actor_critic(build_model(ModelConfig(name="nips"), (4, 64, 64), 6))
+    algo = DQN(cfg, network, seed=3)
+    step = LocalGradientStep.for_algorithm(algo, torch.device("cpu"), "bf16")
+    g = torch.Generator().manual_seed(0)
+    frames = torch.randint(0, 255, (2, 2, 8, 4, 64, 64), dtype=torch.uint8, generator=g)
+    batch = Transitions(
+        frames[0],
+        torch.randint(6, (2, 8), generator=g),
+        torch.randn(2, 8, generator=g),
+        frames[1],
+        torch.zeros(2, 8),
+        torch.full((2, 8), 0.99),
+        10,
+    )
+    online = [p.detach().clone() for p in algo.policy.parameters()]
+    target = [p.detach().clone() for p in algo.target.parameters()]
+    algo.update(batch, step, Progress(0, 10, 1.0))
+    assert all(not torch.equal(a, b) for a, b in zip(online, algo.policy.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(target, algo.target.parameters()))
+
+
 def test_td_target_stops_bootstrapping_at_terminations_and_double_q_uses_the_online_argmax():
     online = torch.nn.Linear(1, 2, bias=False)
     target = torch.nn.Linear(1, 2, bias=False)
@@ -140,8 +166,8 @@ def test_slow_grads_builds_the_graphs_no_grad_avoids(no_grad):
     algo.behaviour.act(torch.randn(3, 4), 0)
     step = LocalGradientStep.for_algorithm(algo, torch.device("cpu"), "fp32")
     algo.update(_batch(1, 5), step, Progress(0, 5, 1.0))
-    # act, target pass, online pass with the loss: only the last needs a graph
-    assert recorded == [not no_grad, not no_grad, True]
+    # act, online pass with the loss, target pass: only the online pass needs a graph
+    assert recorded == [not no_grad, True, not no_grad]
 
 
 def test_state_round_trips_through_a_checkpoint(tmp_path):

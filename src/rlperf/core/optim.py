@@ -56,6 +56,8 @@ def build_optimizer(
         lr = torch.tensor(spec.learning_rate, device=graphs_on)
         return recordable[spec.name](params, lr=lr, eps=spec.eps, capturable=cuda, foreach=cuda)
     if spec.name == "adam":
+        if spec.fused:
+            return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, fused=True)
         # foreach kernels: one fused pass over all parameters instead of one per tensor.
         return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
     if spec.name == "radam":

@@ -28,6 +28,10 @@ class OptimizerSpec:
     eps: float = 1e-8
     alpha: float | None = None
     """RMSprop smoothing constant of the squared-gradient average; unset = torch's default (0.99)."""
+    fused: bool = False
+    """Adam as torch's fused kernel (each tensor's whole update in one pass) instead of its
+    ``foreach`` form (one pass per operation; on a CPU, one loop over the tensors each).
+    The same float32 maths in another order: not the ``foreach`` result bit for bit."""
 
 
 class Optimizer(Protocol):
