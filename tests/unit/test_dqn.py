@@ -123,8 +123,8 @@ def test_a_bf16_gradient_step_trains_every_online_weight_and_no_target_weight(do
     online = [p.detach().clone() for p in algo.policy.parameters()]
     target = [p.detach().clone() for p in algo.target.parameters()]
     algo.update(batch, step, Progress(0, 10, 1.0))
-    assert all(not torch.equal(a, b) for a, b in zip(online, algo.policy.parameters()))
-    assert all(torch.equal(a, b) for a, b in zip(target, algo.target.parameters()))
+    assert all(not torch.equal(a, b) for a, b in zip(online, algo.policy.parameters(), strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(target, algo.target.parameters(), strict=True))
 
 
 def test_td_target_stops_bootstrapping_at_terminations_and_double_q_uses_the_online_argmax():

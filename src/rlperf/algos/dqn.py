@@ -139,10 +139,7 @@ def td_target(
     # Cast once for both passes (uint8 frames to the autocast dtype, or float32).
     next_in = network_input(next_obs)
     next_q = target(next_in)
-    if double_q:
-        best = online(next_in).argmax(-1, keepdim=True)
-    else:
-        best = next_q.argmax(-1, keepdim=True)
+    best = (online(next_in) if double_q else next_q).argmax(-1, keepdim=True)
     next_value = next_q.gather(-1, best).squeeze(-1).float()
     return (rewards + discounts * (1.0 - dones) * next_value).detach()
 
