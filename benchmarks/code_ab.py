@@ -40,7 +40,8 @@ CONFIGS = {
         "telemetry.warmup_iterations=3",
     ],
     # DQN as `dqn-fast` on Pong (8 envs, batch 32 every 4 env steps), learning from the 5,000th
-    # transition; the precision fixed at what `auto` picks on AMX CPUs (no timing at start)
+    # transition; the precision fixed (bf16 channels-last, one of auto's picks on AMX CPUs)
+    # so that both versions skip auto's timing at start
     "dqn-fast": [
         "--preset", "dqn-fast", "--env", "ALE/Pong-v5", "dqn.learning_starts=5000",
         "stop.total_timesteps=33000", "runner.precision=bf16", "runner.channels_last=true",

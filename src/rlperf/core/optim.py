@@ -58,7 +58,8 @@ def build_optimizer(
     if spec.name == "adam":
         if spec.fused:
             return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, fused=True)
-        # foreach kernels: one fused pass over all parameters instead of one per tensor.
+        # foreach: each operation over all parameters at once (torch's default on GPUs; on a
+        # CPU a loop per operation, which spec.fused avoids where the steps are small).
         return torch.optim.Adam(params, lr=spec.learning_rate, eps=spec.eps, foreach=True)
     if spec.name == "radam":
         # Rectified Adam (Liu et al. 2020): PQN's optimizer; its warm-up needs no schedule.
