@@ -4,7 +4,10 @@ For every run directory under the given paths (a bench directory, a run director
 folder of either): the env steps at which the mean of the last 100 games first reached
 each level, and what the learner did during the climb from 0 to 17 (the learning rate and
 entropy bonus at the start of the climb; the mean approximate KL, clip fraction, explained
-variance, value loss and policy entropy over it). One Markdown table, one row a run:
+variance, value loss and policy entropy over it), and two early signs of a slow start
+(the policy's entropy around 60 k env steps and the mean game length around 150 k: a policy
+that collapsed onto a few actions before it could return a ball loses its games quickly).
+One Markdown table, one row a run:
 
     python benchmarks/pong_climb.py runs/bench/pong-steps3.6M
 
@@ -61,6 +64,16 @@ def climb(records: list[dict], start: float, end: float) -> dict[str, float | No
     return out
 
 
+def near(records: list[dict], key: str, step: float, half_width: float) -> float | None:
+    """The mean of ``key`` over the records within ``half_width`` env steps of ``step``."""
+    values = [
+        r[key]
+        for r in records
+        if abs(r["timesteps_total"] - step) <= half_width and isinstance(r.get(key), int | float)
+    ]
+    return statistics.fmean(values) if values else None
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
@@ -70,10 +83,21 @@ def main() -> None:
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--levels", default="-15,0,10,15,17", help="mean-of-100 levels (comma list)")
     p.add_argument("--climb", default="0,17", help="the climb's window: from,to levels")
+    p.add_argument("--entropy-at", type=float, default=60e3, help="env steps of the early entropy")
+    p.add_argument("--length-at", type=float, default=150e3, help="env steps of the game length")
     args = p.parse_args()
     levels = [float(x) for x in args.levels.split(",")]
     start, end = (float(x) for x in args.climb.split(","))
-    head = ["run", *(f"{lv:g}" for lv in levels), "lr", "ent_coef", *CLIMB_KEYS, "ended"]
+    head = [
+        "run",
+        *(f"{lv:g}" for lv in levels),
+        "lr",
+        "ent_coef",
+        *CLIMB_KEYS,
+        f"entropy {args.entropy_at / 1e3:g}k",
+        f"game length {args.length_at / 1e3:g}k",
+        "ended",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for run in run_dirs(args.paths):
@@ -90,6 +114,8 @@ def main() -> None:
             fmt(figures.get("lr")),
             fmt(figures.get("ent_coef")),
             *(fmt(figures.get(k)) for k in CLIMB_KEYS),
+            fmt(near(records, "losses/entropy", args.entropy_at, 10e3)),
+            fmt(near(records, "episode_len_mean", args.length_at, 10e3), 4),
             ended,
         ]
         print("| " + " | ".join(cells) + " |")
