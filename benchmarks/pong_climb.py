@@ -35,7 +35,8 @@ def run_dirs(paths: list[Path]) -> list[Path]:
     found = {
         m.parent for p in paths for m in [*p.glob("metrics.jsonl"), *p.rglob("*/metrics.jsonl")]
     }
-    return sorted(d for d in found if "superseded" not in d.parts)
+    # A bench keeps failed or interrupted attempts under aside/: not runs to compare.
+    return sorted(d for d in found if not {"superseded", "aside"} & set(d.parts))
 
 
 def first_reaching(records: list[dict], level: float) -> dict | None:
