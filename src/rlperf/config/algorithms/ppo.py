@@ -91,6 +91,8 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
             )
         self.check_one_minibatch_setting("ppo")
         batch = cfg.env.num_envs * self.num_steps
+        # The size as written, not minibatch()'s clamp to the batch: a minibatch_size larger
+        # than the rollout is a mistake to name, not to shrink silently.
         minibatch = self.minibatch_size or self.minibatch(batch)
         if not 2 <= minibatch <= batch:
             # One sample has no spread: per-minibatch advantage normalisation would divide by 0.
