@@ -399,7 +399,7 @@ def cmd_models(argv: Sequence[str]) -> int:
     return 0
 
 
-def _measure_default_precision() -> dict:
+def _measure_default_precision(remeasure: bool = False) -> dict:
     """What runner.precision=auto picks for the default Atari learner (Nature-CNN, minibatch
     256) on this machine: a few seconds of timing, or the cached figures."""
     import torch
@@ -410,7 +410,7 @@ def _measure_default_precision() -> dict:
 
     net = build_model(ModelConfig(name="nature"), (4, 84, 84), 6)
     obs = torch.randint(0, 256, (256, 4, 84, 84), dtype=torch.uint8)
-    choice = choose_precision(net, obs, torch.device("cpu"), cpu_fingerprint())
+    choice = choose_precision(net, obs, torch.device("cpu"), cpu_fingerprint(), remeasure=remeasure)
     return {**choice.to_dict(), "model": "Nature-CNN on CPU"}
 
 
@@ -418,15 +418,22 @@ def cmd_doctor(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog="rlperf doctor", description="Machine facts and the recommended placement."
     )
-    parser.add_argument(
+    measure = parser.add_mutually_exclusive_group()
+    measure.add_argument(
         "--no-measure",
         action="store_true",
         help="skip timing the learner in fp32 and bf16 (about 12 s; cached per machine)",
     )
+    measure.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="time the learner again and replace the cached figures (a shared machine's speed "
+        "differs between days; the cache keeps the day it was measured)",
+    )
     args = parser.parse_args(list(argv))
     from rlperf.telemetry.doctor import doctor_report, format_doctor
 
-    precision = None if args.no_measure else _measure_default_precision()
+    precision = None if args.no_measure else _measure_default_precision(args.remeasure)
     print(format_doctor(doctor_report(precision)))
     return 0
 

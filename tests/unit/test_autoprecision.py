@@ -98,6 +98,21 @@ def test_a_cached_measurement_is_reused_on_the_same_machine_and_network(tmp_path
     assert len(json.loads(cache.read_text())) == 2
 
 
+def test_remeasure_times_again_and_replaces_the_cached_figures(tmp_path):
+    cache = tmp_path / "p.json"
+    first_day = {"fp32": 100.0, "fp32-cl": 90.0, "bf16": 300.0, "bf16-cl": 250.0}
+    slow_day = {"fp32": 60.0, "fp32-cl": 80.0, "bf16": 70.0, "bf16-cl": 75.0}
+    device = torch.device("cpu")
+    choose_precision(conv_net(), OBS, device, MACHINE, timer=fake_timer(first_day), cache=cache)
+    again = choose_precision(
+        conv_net(), OBS, device, MACHINE, timer=fake_timer(slow_day), cache=cache, remeasure=True
+    )
+    assert again.source == "measured" and again.samples_per_s == slow_day
+    assert (again.precision, again.channels_last) == ("fp32", True)
+    (entry,) = json.loads(cache.read_text()).values()
+    assert entry["samples_per_s"] == slow_day  # the next run reads the new day's figures
+
+
 def test_a_damaged_cache_is_measured_again(tmp_path):
     cache = tmp_path / "p.json"
     cache.write_text("{not json")

@@ -29,6 +29,13 @@ def test_doctor_reports_versions_isa_and_placement(capsys):
     assert "avx512f" in out and "torch" in out
 
 
+def test_doctor_refuses_both_no_measure_and_remeasure(capsys):
+    assert main(["doctor", "--no-measure", "--remeasure"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlperf: error: ") and "--remeasure" in err and "--no-measure" in err
+    assert err.count("\n") == 1
+
+
 def test_output_cut_short_by_its_reader_ends_quietly(tmp_path):
     # `rlperf bench ... --list | head -1`: the reader closes the pipe after the first line,
     # while the listing (200 runs, ~9 KB) is still being written: the pipe holds one page,

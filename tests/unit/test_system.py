@@ -133,6 +133,24 @@ def test_a_measured_precision_is_the_advice_with_its_figures() -> None:
     (advice,) = [r for r in recs if "runner.precision" in r]
     assert advice.startswith("runner.precision=fp32 for the learner: measured here")
     assert "fp32-cl 3,458" in advice and "bf16-cl 2,397" in advice and "minibatch 256" in advice
+    assert "; measured)" in advice
+
+
+def test_cached_figures_are_dated_and_point_to_remeasure() -> None:
+    cached = {
+        "precision": "bf16",
+        "channels_last": True,
+        "samples_per_s": {"fp32": 2133.0, "bf16-cl": 5060.0},
+        "batch_size": 256,
+        "source": "cache",
+        "measured_utc": "2026-11-25T08:01:02+00:00",
+    }
+    (advice,) = [
+        r
+        for r in recommend_placement(make_cpu(), [], threads={}, precision=cached)
+        if "runner.precision" in r
+    ]
+    assert "cached, measured 2026-11-25; rlperf doctor --remeasure times it again" in advice
 
 
 def test_recommend_with_gpu() -> None:

@@ -189,19 +189,22 @@ def choose_precision(
     rounds: int = 3,
     timer: StepTimer = time_learner_step,
     cache: Path | None = None,
+    remeasure: bool = False,
 ) -> PrecisionChoice:
     """Time every variant of ``module``'s learner step on ``obs`` (one minibatch) and pick.
 
     ``seconds`` is the total timing per variant, split into ``rounds`` interleaved rounds
     (alternating order) so that drift on a shared machine hits every variant alike.
     ``machine`` describes the host (CPU model and flags) for the cache key; ``cache`` is the
-    cache file (default :func:`cache_path`). ``timer`` is the timing function (tests pass a
-    fake one).
+    cache file (default :func:`cache_path`). ``remeasure`` times again even when the cache
+    holds this machine and network, and replaces the cached figures: a shared VM's speed
+    drifts between days, and the cache keeps the day it was first measured. ``timer`` is the
+    timing function (tests pass a fake one).
     """
     path = cache if cache is not None else cache_path()
     facts = fingerprint(machine, module, obs, device)
     key = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:24]
-    hit = _read_cache(path).get(key)
+    hit = None if remeasure else _read_cache(path).get(key)
     if isinstance(hit, dict) and isinstance(hit.get("samples_per_s"), dict):
         medians, source, measured = (
             dict(hit["samples_per_s"]),

@@ -38,10 +38,17 @@ def _precision_advice(precision: Mapping[str, Any]) -> str:
     """The measured learner precision as advice, with every figure behind it."""
     figures = ", ".join(f"{k} {v:,.0f}" for k, v in precision["samples_per_s"].items())
     layout = "" if precision["channels_last"] else " runner.channels_last=false"
+    source = precision["source"]
+    if source == "cache":
+        # A shared VM runs at different speeds on different days: say which day these are.
+        source = (
+            f"cached, measured {str(precision.get('measured_utc', '?'))[:10]}; "
+            "rlperf doctor --remeasure times it again"
+        )
     return (
         f"runner.precision={precision['precision']}{layout} for the learner: measured here "
         f"({precision.get('model', 'the default model')}, minibatch {precision['batch_size']}, "
-        f"learner samples/s: {figures}; {precision['source']}). runner.precision=auto makes "
+        f"learner samples/s: {figures}; {source}). runner.precision=auto makes "
         "this measurement for each run's own network."
     )
 
