@@ -4,9 +4,10 @@ For every run directory under the given paths (a bench directory, a run director
 folder of either): the env steps at which the mean of the last 100 games first reached
 each level, and what the learner did during the climb from 0 to 17 (the learning rate and
 entropy bonus at the start of the climb; the mean approximate KL, clip fraction, explained
-variance, value loss and policy entropy over it), and two early signs of a slow start
-(the policy's entropy around 60 k env steps and the mean game length around 150 k: a policy
-that collapsed onto a few actions before it could return a ball loses its games quickly).
+variance, value loss, policy entropy and the raw advantages' spread over it), and two early
+signs of a slow start (the policy's entropy around 60 k env steps and the mean game length
+around 150 k: a policy that collapsed onto a few actions before it could return a ball loses
+its games quickly), with the raw advantages' spread around 60 k (runs that record it).
 One Markdown table, one row a run:
 
     python benchmarks/pong_climb.py runs/bench/pong-steps3.6M
@@ -27,6 +28,7 @@ CLIMB_KEYS = {
     "expl_var": "losses/explained_variance",
     "v_loss": "losses/value_loss",
     "entropy": "losses/entropy",
+    "adv_std": "losses/advantage_std",
 }
 
 
@@ -96,6 +98,7 @@ def main() -> None:
         "ent_coef",
         *CLIMB_KEYS,
         f"entropy {args.entropy_at / 1e3:g}k",
+        f"adv_std {args.entropy_at / 1e3:g}k",
         f"game length {args.length_at / 1e3:g}k",
         "ended",
     ]
@@ -116,6 +119,7 @@ def main() -> None:
             fmt(figures.get("ent_coef")),
             *(fmt(figures.get(k)) for k in CLIMB_KEYS),
             fmt(near(records, "losses/entropy", args.entropy_at, 10e3)),
+            fmt(near(records, "losses/advantage_std", args.entropy_at, 10e3)),
             fmt(near(records, "episode_len_mean", args.length_at, 10e3), 4),
             ended,
         ]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlperf.algos.ppo import PPO
-from rlperf.algos.surrogate import ppo_loss
+from rlperf.algos.surrogate import SurrogateBatch, SurrogateSettings, ppo_loss, surrogate_epochs
 from rlperf.config.schema import ModelConfig, PPOConfig, RunConfig
 from rlperf.core.errors import ConfigError
 from rlperf.core.optim import LocalGradientStep
@@ -120,9 +120,12 @@ def test_update_makes_rewarded_actions_more_likely():
     batch.rewards_TN = batch.actions_TN.float() * 2 - 1
     batch.dones_TN = torch.ones(16, 4)  # one-step episodes: the advantage is r - V
     before = policy.evaluate(batch.obs_TN.reshape(64, 4), torch.ones(64))[0].exp().mean()
-    algo.update(batch, step, Progress(0, 0, 1.0))
+    metrics = algo.update(batch, step, Progress(0, 0, 1.0))
     after = policy.evaluate(batch.obs_TN.reshape(64, 4), torch.ones(64))[0].exp().mean()
     assert after > before + 0.05
+    # the spread is the raw advantages', before the per-minibatch normalisation
+    raw = (batch.rewards_TN - batch.values_TN).std()
+    assert metrics["losses/advantage_std"] == pytest.approx(float(raw), rel=1e-5)
 
 
 def test_minibatch_size_overrides_count():
@@ -229,3 +232,32 @@ def test_explained_variance_is_left_out_while_every_return_is_the_same():
     assert all(math.isfinite(v) for v in constant.values())
     varied = dataclasses.replace(_rollout(), rewards_TN=torch.arange(32.0).reshape(8, 4))
     assert math.isfinite(algo.update(varied, step, progress)["losses/explained_variance"])
+
+
+def test_advantages_normalised_over_the_batch_once():
+    # norm_adv_over=batch is the whole batch normalised once, then no per-minibatch scaling:
+    # the same weights as raw advantages that were normalised beforehand, and other weights
+    # than per-minibatch normalisation (whose minibatches of small advantages are scaled up).
+    g = torch.Generator().manual_seed(1)
+    obs = torch.randn(32, 4, generator=g)
+    adv = torch.cat([torch.randn(16, generator=g) * 0.01, torch.randn(16, generator=g)])
+
+    def trained(norm_adv: bool, over: str, advantages: torch.Tensor) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+        with torch.no_grad():
+            actions, logprobs, values = policy.act(obs)
+        cfg = PPOConfig(num_steps=8, num_minibatches=2, norm_adv=norm_adv, norm_adv_over=over)
+        step = LocalGradientStep(
+            policy, PPO(cfg, policy, seed=0).optimizer_spec(), device=torch.device("cpu")
+        )
+        data = SurrogateBatch(obs, actions, logprobs, values, advantages, values + adv)
+        generator = torch.Generator().manual_seed(0)
+        surrogate_epochs(SurrogateSettings.of(cfg), policy, step, generator, data, 16)
+        return [p.detach().clone() for p in policy.parameters()]
+
+    over_batch = trained(True, "batch", adv)
+    prenormalised = trained(False, "minibatch", (adv - adv.mean()) / (adv.std() + 1e-8))
+    per_minibatch = trained(True, "minibatch", adv)
+    assert all(torch.equal(a, b) for a, b in zip(over_batch, prenormalised, strict=True))
+    assert any(not torch.allclose(a, b) for a, b in zip(over_batch, per_minibatch, strict=True))

@@ -110,6 +110,9 @@ class PPO:
         metrics.update(
             {
                 **value_fit(values_B.float(), data.returns.float()),
+                # Before any normalisation: how much signal the batch carries, and what the
+                # entropy bonus weighs against when norm_adv is off.
+                "losses/advantage_std": float(advantages_B.float().std()),
                 "losses/learning_rate": lr,
                 "losses/ent_coef": ent_coef,
                 "losses/kl_coeff": self.kl_coeff,

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from rlperf.config.choices import AdvantageScope
 from rlperf.core.cuda_graph import GraphedCall
 from rlperf.core.protocols import GradientStep, RecordableStep
 from rlperf.models.policy import ActorCritic
@@ -34,6 +35,8 @@ class SurrogateSettings:
     """A tensor in a recorded minibatch step (:class:`RecordedMinibatch`), filled in place."""
     vf_coef: float
     norm_adv: bool = True
+    norm_adv_over: AdvantageScope = "minibatch"
+    """Where ``norm_adv`` normalises: each ``"minibatch"`` or the whole ``"batch"`` once."""
     max_grad_norm: float | None = None
     vf_clip_coef: float | None = None
     """Clip the new value to old +/- this before the squared error (CleanRL's clip_vloss)."""
@@ -51,6 +54,7 @@ class SurrogateSettings:
             ent_coef=cfg.ent_coef,
             vf_coef=cfg.vf_coef,
             norm_adv=cfg.norm_adv,
+            norm_adv_over=getattr(cfg, "norm_adv_over", "minibatch"),
             max_grad_norm=cfg.max_grad_norm,
             vf_clip_coef=getattr(cfg, "vf_clip_coef", None),
             vf_loss_clip=getattr(cfg, "vf_loss_clip", None),
@@ -67,9 +71,9 @@ def clipped_surrogate(
     """The clipped policy loss and its diagnostics (approx KL, clip fraction, detached)."""
     logratio = logprob - old_logprob
     ratio = logratio.exp()
-    if settings.norm_adv:
+    if settings.norm_adv and settings.norm_adv_over == "minibatch":
         # Per minibatch, as in the PPO paper's Atari runs (and CleanRL / SB3).
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        advantages = normalised(advantages)
     # The pessimistic bound of the two objectives (as a loss, the max).
     clip = settings.clip_coef
     pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip, 1 + clip)).mean()
@@ -81,6 +85,11 @@ def clipped_surrogate(
             "clipfrac": ((ratio - 1).abs() > clip).float().mean(),
         }
     return pg_loss, parts
+
+
+def normalised(advantages: torch.Tensor) -> torch.Tensor:
+    """``advantages`` shifted and scaled to zero mean and unit spread."""
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
 
 def value_error(
@@ -193,7 +202,10 @@ def surrogate_epochs(
 ) -> dict[str, float]:
     """PPO's and APPO's epochs: :func:`minibatch_epochs` on :func:`ppo_loss`, or with
     ``runner.cuda_graph`` the same epochs through one recorded minibatch step
-    (:class:`RecordedMinibatch`)."""
+    (:class:`RecordedMinibatch`). With ``norm_adv_over="batch"`` the advantages are
+    normalised here, once, over the whole batch."""
+    if settings.norm_adv and settings.norm_adv_over == "batch":
+        data = dataclasses.replace(data, advantages=normalised(data.advantages))
     if isinstance(step, RecordableStep) and step.graphs:
         return recorded_epochs(settings, policy, step, generator, data, mb_size, kl_coeff)
 

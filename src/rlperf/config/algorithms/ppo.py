@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from rlperf.config.choices import AdvantageScope
 from rlperf.config.section import (
     AlgorithmFacts,
     AlgorithmSection,
@@ -68,7 +69,9 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
     max_grad_norm: PositiveFloat | None = 0.5
     """Clip the global gradient norm to this value; unset = no clipping."""
     norm_adv: bool = True
-    """Normalise advantages per minibatch."""
+    """Normalise advantages to zero mean and unit spread (over norm_adv_over)."""
+    norm_adv_over: AdvantageScope = "minibatch"
+    """Where norm_adv takes the mean and spread: each minibatch (CleanRL, SB3) or the whole batch once before the epochs (rl_games), so that a small minibatch with little signal is not scaled up to a full-size update."""
     kl_coeff: NonNegativeFloat = 0.0
     """Initial coefficient of the adaptive KL penalty (RLlib's kl_coeff; 0 = off)."""
     kl_penalty_target: PositiveFloat = 0.01
