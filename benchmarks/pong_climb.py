@@ -2,9 +2,10 @@
 
 For every run directory under the given paths (a bench directory, a run directory, or a
 folder of either): the env steps at which the mean of the last 100 games first reached
-each level, and what the learner did during the climb from 0 to 17 (the learning rate and
-entropy bonus at the start of the climb; the mean approximate KL, clip fraction, explained
-variance, value loss, policy entropy and the raw advantages' spread over it), and two early
+each level, and what the learner did during the climb from 0 to 17 (the learning rate,
+entropy bonus and the policy's entropy where the climb starts; the mean approximate KL, clip
+fraction, explained variance, value loss, policy entropy and the raw advantages' spread over
+it), and two early
 signs of a slow start (the policy's entropy around 60 k env steps and the mean game length
 around 150 k: a policy that collapsed onto a few actions before it could return a ball loses
 its games quickly), with the raw advantages' spread around 60 k (runs that record it).
@@ -60,6 +61,9 @@ def climb(records: list[dict], start: float, end: float) -> dict[str, float | No
     out: dict[str, float | None] = {
         "lr": first.get("losses/learning_rate"),
         "ent_coef": first.get("losses/ent_coef"),
+        # The window's mean entropy leans on its length (a long climb spends longer with a
+        # sharper policy), so the policy's breadth where the climb begins is shown apart.
+        "entropy_at_start": near(records, "losses/entropy", first["timesteps_total"], 30e3),
     }
     for name, key in CLIMB_KEYS.items():
         values = [r[key] for r in window if isinstance(r.get(key), int | float)]
@@ -96,6 +100,7 @@ def main() -> None:
         *(f"{lv:g}" for lv in levels),
         "lr",
         "ent_coef",
+        f"entropy at {start:g}",
         *CLIMB_KEYS,
         f"entropy {args.entropy_at / 1e3:g}k",
         f"adv_std {args.entropy_at / 1e3:g}k",
@@ -117,6 +122,7 @@ def main() -> None:
             *("-" if r is None else f"{r['timesteps_total'] / 1e3:,.0f} k" for r in steps),
             fmt(figures.get("lr")),
             fmt(figures.get("ent_coef")),
+            fmt(figures.get("entropy_at_start")),
             *(fmt(figures.get(k)) for k in CLIMB_KEYS),
             fmt(near(records, "losses/entropy", args.entropy_at, 10e3)),
             fmt(near(records, "losses/advantage_std", args.entropy_at, 10e3)),
