@@ -5,10 +5,10 @@ folder of either): the env steps at which the mean of the last 100 games first r
 each level, and what the learner did during the climb from 0 to 17 (the learning rate,
 entropy bonus and the policy's entropy where the climb starts; the mean approximate KL, clip
 fraction, explained variance, value loss, policy entropy and the raw advantages' spread over
-it), and two early
-signs of a slow start (the policy's entropy around 60 k env steps and the mean game length
-around 150 k: a policy that collapsed onto a few actions before it could return a ball loses
-its games quickly), with the raw advantages' spread around 60 k (runs that record it).
+it), and two early signs of a slow start (the policy's entropy around 60 k env steps and the
+mean game length around 150 k: a policy that collapsed onto a few actions before it could
+return a ball loses its games quickly), with the raw advantages' spread around 60 k (runs
+that record it).
 One Markdown table, one row a run:
 
     python benchmarks/pong_climb.py runs/bench/pong-steps3.6M
