@@ -31,6 +31,9 @@ CLIMB_KEYS = {
     "entropy": "losses/entropy",
     "adv_std": "losses/advantage_std",
 }
+# The figures before the climb: the climb's own, and the gradient's norm before clipping
+# (the shared torso's gradient sums the policy's and the value's).
+LEAD_KEYS = {**CLIMB_KEYS, "grad_norm": "losses/grad_norm", "game_len": "episode_len_mean"}
 
 
 def run_dirs(paths: list[Path]) -> list[Path]:
@@ -81,6 +84,45 @@ def near(records: list[dict], key: str, step: float, half_width: float) -> float
     return statistics.fmean(values) if values else None
 
 
+def lead(records: list[dict], start: float, end: float, steps: float) -> dict | None:
+    """The climb from ``start`` to ``end`` in env steps (``finished`` False: censored at the
+    last record) and the mean of each ``LEAD_KEYS`` figure over the ``steps`` env steps up to
+    the climb's start; None for a run that never reached ``start``."""
+    first = first_reaching(records, start)
+    if first is None:
+        return None
+    at = first["timesteps_total"]
+    last = first_reaching(records, end)
+    window = [r for r in records if at - steps <= r["timesteps_total"] <= at]
+    figures: dict[str, float | None] = {}
+    for name, key in LEAD_KEYS.items():
+        values = [r[key] for r in window if isinstance(r.get(key), int | float)]
+        figures[name] = statistics.fmean(values) if values else None
+    reached = last or records[-1]
+    return {"length": reached["timesteps_total"] - at, "finished": last is not None, **figures}
+
+
+def print_lead(rows: list[tuple[str, dict]], start: float, end: float, steps: float) -> None:
+    """The ``--lead`` table and, per figure, its rank correlation with the climb's length."""
+    from scipy.stats import spearmanr
+
+    print(f"\nThe climb from {start:g} to {end:g} and the {steps / 1e3:g} k env steps before it:\n")
+    head = ["run", f"{start:g} to {end:g}", *(f"{n} before" for n in LEAD_KEYS)]
+    print("| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
+    for name, row in rows:
+        length = ("" if row["finished"] else "> ") + f"{row['length'] / 1e3:,.0f} k"
+        print("| " + " | ".join([name, length, *(fmt(row[n]) for n in LEAD_KEYS)]) + " |")
+    finished = [row for _, row in rows if row["finished"]]
+    print(f"\nSpearman rank correlation with the climb's length, {len(finished)} finished climbs:")
+    for n in LEAD_KEYS:
+        pairs = [(row[n], row["length"]) for row in finished if row[n] is not None]
+        if len(pairs) < 3:
+            continue
+        rho, p = spearmanr(*zip(*pairs, strict=True))
+        print(f"- {n}: rho {rho:+.2f} (p {p:.2g}, n {len(pairs)})")
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
@@ -92,6 +134,9 @@ def main() -> None:
     p.add_argument("--climb", default="0,17", help="the climb's window: from,to levels")
     p.add_argument("--entropy-at", type=float, default=60e3, help="env steps of the early entropy")
     p.add_argument("--length-at", type=float, default=150e3, help="env steps of the game length")
+    p.add_argument(
+        "--lead", type=float, help="also the figures over these env steps before the climb"
+    )
     args = p.parse_args()
     levels = [float(x) for x in args.levels.split(",")]
     start, end = (float(x) for x in args.climb.split(","))
@@ -109,6 +154,7 @@ def main() -> None:
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
+    leads: list[tuple[str, dict]] = []
     for run in run_dirs(args.paths):
         records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
         if not records:
@@ -130,6 +176,11 @@ def main() -> None:
             ended,
         ]
         print("| " + " | ".join(cells) + " |")
+        if args.lead and (row := lead(records, start, end, args.lead)) is not None:
+            given = next((p for p in args.paths if p in run.parents), run.parent)
+            leads.append((f"{given.name}/{run.name}", row))
+    if args.lead:
+        print_lead(leads, start, end, args.lead)
 
 
 if __name__ == "__main__":
