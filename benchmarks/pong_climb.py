@@ -68,7 +68,13 @@ def climb(records: list[dict], start: float, end: float) -> dict[str, float | No
         # sharper policy), so the policy's breadth where the climb begins is shown apart.
         "entropy_at_start": near(records, "losses/entropy", first["timesteps_total"], 30e3),
     }
-    for name, key in CLIMB_KEYS.items():
+    return {**out, **means(window, CLIMB_KEYS)}
+
+
+def means(window: list[dict], keys: dict[str, str]) -> dict[str, float | None]:
+    """The mean of each ``keys`` figure over the records of ``window`` (None: not recorded)."""
+    out: dict[str, float | None] = {}
+    for name, key in keys.items():
         values = [r[key] for r in window if isinstance(r.get(key), int | float)]
         out[name] = statistics.fmean(values) if values else None
     return out
@@ -94,12 +100,9 @@ def lead(records: list[dict], start: float, end: float, steps: float) -> dict | 
     at = first["timesteps_total"]
     last = first_reaching(records, end)
     window = [r for r in records if at - steps <= r["timesteps_total"] <= at]
-    figures: dict[str, float | None] = {}
-    for name, key in LEAD_KEYS.items():
-        values = [r[key] for r in window if isinstance(r.get(key), int | float)]
-        figures[name] = statistics.fmean(values) if values else None
     reached = last or records[-1]
-    return {"length": reached["timesteps_total"] - at, "finished": last is not None, **figures}
+    length = reached["timesteps_total"] - at
+    return {"length": length, "finished": last is not None, **means(window, LEAD_KEYS)}
 
 
 def print_lead(rows: list[tuple[str, dict]], start: float, end: float, steps: float) -> None:
