@@ -95,6 +95,15 @@ def run_cli(capsys, *argv):
             "model.activation=elu applies to the image models; mlp uses tanh",
         ),
         (["--model", "1", "model.layer_norm=true"], "model.layer_norm applies to nature, nips"),
+        (
+            ["--model", "1", "model.vf_torso_grad_scale=0"],
+            "model.vf_torso_grad_scale applies to a shared convolutional or mlp torso",
+        ),
+        (
+            ["--algo", "pqn", "model.vf_torso_grad_scale=0.5"],
+            "model.vf_torso_grad_scale weighs a value head, which pqn does not have",
+        ),
+        (["model.vf_torso_grad_scale=1.5"], "model.vf_torso_grad_scale"),
         (["runner.ray_address=no-port"], "runner.ray_address is set but the runner is inproc"),
         (
             ["--runner", "ray", "runner.ray_address=no-port"],

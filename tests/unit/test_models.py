@@ -14,7 +14,7 @@ from rlperf.models.catalog import (
     resolve_model_name,
 )
 from rlperf.models.conv import ConvTorso, InputScaledConv2d, conv_output_shape, same_padding
-from rlperf.models.policy import network_input
+from rlperf.models.policy import network_input, scale_gradient
 
 # Table 3.1 of the thesis (Pong: 6 actions, 4 stacked frames, policy and value towers).
 THESIS_PARAMS = {1: 2_009_447, 2: 2_034_023, 3: 1_108_359, 4: 2_042_279, 5: 4_254_119, 6: 7_252_327}
@@ -189,3 +189,47 @@ def test_zero_sum_first_layer_is_refused_for_feature_models():
         ConfigError, match=r"model.zero_sum_first_layer applies to the image models"
     ):
         check_model_settings(ModelConfig(name="mlp", zero_sum_first_layer=True), "mlp")
+
+
+def test_scale_gradient_keeps_the_value_and_scales_only_the_gradient():
+    weights = torch.tensor([1.0, 2.0, 3.0])
+    for scale in (0.0, 0.25, 1.0):
+        x = torch.tensor([0.1, -3.0, 7.0], requires_grad=True)
+        y = scale_gradient(x, scale)
+        assert torch.equal(y, x.detach())
+        # x itself in the loss too, so that the loss has a gradient at scale 0
+        (y * weights + x).sum().backward()
+        torch.testing.assert_close(x.grad, scale * weights + 1)
+
+
+def _torso_grad_of_value_loss(scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(name="nips", vf_torso_grad_scale=scale), (4, 64, 64), 6)
+    frames = torch.randint(0, 256, (5, 4, 64, 64), dtype=torch.uint8)
+    logits, value = model(frames)
+    value.square().sum().backward()
+    first = next(model.policy_torso.parameters())
+    torso_grad = torch.zeros_like(first) if first.grad is None else first.grad.clone()
+    return torso_grad, model.value_head.weight.grad.clone(), logits.detach()
+
+
+def test_vf_torso_grad_scale_weighs_the_value_gradient_into_the_shared_torso():
+    shared, head_shared, logits_shared = _torso_grad_of_value_loss(1.0)
+    half, head_half, logits_half = _torso_grad_of_value_loss(0.5)
+    detached, head_detached, _ = _torso_grad_of_value_loss(0.0)
+    # The outputs and the value head's own gradient do not depend on the scale ...
+    assert torch.equal(logits_shared, logits_half)
+    torch.testing.assert_close(head_half, head_shared)
+    torch.testing.assert_close(head_detached, head_shared)
+    # ... the torso's share of the value gradient does.
+    assert shared.abs().sum() > 0
+    torch.testing.assert_close(half, 0.5 * shared)
+    assert not detached.any()
+
+
+def test_vf_torso_grad_scale_needs_a_shared_torso():
+    check_model_settings(ModelConfig(name="nips", vf_torso_grad_scale=0.0), "nips")
+    with pytest.raises(ConfigError, match=r"model.vf_torso_grad_scale applies to a shared"):
+        check_model_settings(
+            ModelConfig(name="nips", vf_share_layers=False, vf_torso_grad_scale=0.0), "nips"
+        )

@@ -10,11 +10,14 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlperf.cli import main
 from rlperf.core.errors import ConfigError
+from rlperf.sweep.ledger import Ledger
 from rlperf.sweep.machine import Machine
 from rlperf.sweep.plan import plan_points, point_names
+from rlperf.sweep.run import check_resume
 from rlperf.sweep.spec import available_sweeps, load_spec, parse_spec
 
 FAKE_CPU_ONLY = Machine(cpus=frozenset({0, 1}), gpus=0)
@@ -223,6 +226,26 @@ def test_fingerprint_follows_the_resolved_config() -> None:
     first = plan_points(spec, [], FAKE_CPU_ONLY)[0].fingerprint()
     assert plan_points(spec, [], FAKE_CPU_ONLY)[0].fingerprint() == first
     assert plan_points(spec, [("seed", 9)], FAKE_CPU_ONLY)[0].fingerprint() != first
+
+
+def _completed_with_saved_config(sweep_dir: Path, name: str, config_text: str) -> None:
+    """A sweep directory as an earlier rlperf left it: the point completed with this config."""
+    (sweep_dir / "configs").mkdir(parents=True)
+    (sweep_dir / "configs" / f"{name}.yaml").write_text(config_text)
+    Ledger(sweep_dir).append(name, "completed", fingerprint="from-an-older-rlperf")
+
+
+def test_resume_accepts_settings_added_since_at_their_defaults(tmp_path: Path) -> None:
+    point = plan_points(spec_of(points=[{"name": "a"}]), [], FAKE_CPU_ONLY)[0]
+    data = yaml.safe_load(point.config_text())
+    del data["model"]["vf_torso_grad_scale"]  # a setting the older rlperf did not have
+    _completed_with_saved_config(tmp_path / "older", point.name, yaml.safe_dump(data))
+    check_resume([point], tmp_path / "older")  # the same runs: resumable
+
+    data["seed"] = 9  # a real difference stays one
+    _completed_with_saved_config(tmp_path / "other", point.name, yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="already holds a completed point a run with another"):
+        check_resume([point], tmp_path / "other")
 
 
 @pytest.mark.parametrize(

@@ -140,6 +140,8 @@ class ModelConfig(Section):
     """Built-in model: nature, nips, thesis-1 ... thesis-6 (or 1..6), mlp, football-mlp, football-lstm (see `rlperf models`); auto = nature for Atari games, football-mlp for the football games, mlp for other feature observations."""
     vf_share_layers: bool | None = None
     """Share the torso between policy and value heads; unset = the model's default (thesis models: separate towers)."""
+    vf_torso_grad_scale: Fraction = 1.0
+    """With a shared torso, the factor on the value loss's gradient where it enters the torso: 1 = plain sharing; 0 = the value head learns on the policy's features without shaping them (Phasic Policy Gradient's detached value head), at no cost in speed, unlike separate towers; between, a weaker pull. Actor-critic algorithms only."""
     hidden_sizes: list[int] | None = None
     """MLP hidden layer sizes; unset = the model's default (mlp: 64, 64)."""
     activation: Activation = "relu"

@@ -161,8 +161,7 @@ class PolicyGraph(nn.Module):
         logits = m.logits_head(hidden)
         outputs = (logits,)
         if self.with_value:
-            value_hidden = hidden if m.value_torso is None else m.value_torso(x)
-            outputs = (logits, m.value_head(value_hidden).squeeze(-1))
+            outputs = (logits, m.value_head(m.value_features(x, hidden)).squeeze(-1))
         if self.named:
             return dict(zip(self.output_names, outputs, strict=True))
         return outputs if self.with_value else logits

@@ -136,6 +136,11 @@ def frame_dim(env: EnvConfig, model: ModelConfig) -> int:
     return env.dim or MODELS[run_model_name(model, env.id)].input_dim or 84
 
 
+def shares_torso(cfg: ModelConfig, spec: ModelSpec) -> bool:
+    """Whether the policy and value heads of model ``spec`` read one torso under ``cfg``."""
+    return spec.vf_share_layers if cfg.vf_share_layers is None else cfg.vf_share_layers
+
+
 def check_model_settings(cfg: ModelConfig, name: str) -> None:
     """Refuse (one line) a ``model.*`` setting that model ``name`` does not have; the config
     checks call this before anything is built, and :func:`build_model` trusts them."""
@@ -145,6 +150,11 @@ def check_model_settings(cfg: ModelConfig, name: str) -> None:
     if spec.kind == "mlp" and cfg.activation != "relu":
         raise ConfigError(
             f"model.activation={cfg.activation} applies to the image models; {name} uses tanh"
+        )
+    if cfg.vf_torso_grad_scale != 1.0 and (spec.lstm_size or not shares_torso(cfg, spec)):
+        raise ConfigError(
+            f"model.vf_torso_grad_scale applies to a shared convolutional or mlp torso, not to "
+            f"{name} as configured; set model.vf_share_layers=true or leave the scale at 1"
         )
     if spec.kind == "mlp" and cfg.zero_sum_first_layer:
         raise ConfigError(
@@ -182,7 +192,7 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
     if name == AUTO:
         raise ConfigError("model auto must be resolved against the env first (run_model_name)")
     spec = MODELS[name]
-    share = spec.vf_share_layers if cfg.vf_share_layers is None else cfg.vf_share_layers
+    share = shares_torso(cfg, spec)
 
     if spec.kind == "mlp":
         if len(obs_shape) != 1:
@@ -246,7 +256,7 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
     except ValueError as exc:
         raise ConfigError(f"model {cfg.name}: {exc}") from None
     value_torso = None if share else torso()[0]
-    return ActorCritic(policy_torso, value_torso, features, num_actions)
+    return ActorCritic(policy_torso, value_torso, features, num_actions, cfg.vf_torso_grad_scale)
 
 
 def count_parameters(module: nn.Module) -> int:

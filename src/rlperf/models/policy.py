@@ -35,12 +35,25 @@ def network_input(obs: torch.Tensor) -> torch.Tensor:
     return obs.float()
 
 
+def scale_gradient(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """``x`` unchanged going forward; the gradient flowing back through it times ``scale``."""
+    if scale == 1.0 or not x.requires_grad:
+        return x
+    if scale == 0.0:
+        return x.detach()
+    frozen = x.detach()
+    # frozen + scale * 0 is x exactly, whatever the dtype; only the gradient sees the scale.
+    return frozen + scale * (x - frozen)
+
+
 class ActorCritic(nn.Module):
     """A policy and a value function over discrete actions.
 
     Observations enter as they come from the env (uint8 frames stay uint8 until here) and
     are scaled inside the torsos' first layer, so exported graphs take the raw observation.
-    With ``value_torso=None`` the value head shares the policy torso (``vf_share_layers=True``).
+    With ``value_torso=None`` the value head shares the policy torso (``vf_share_layers=True``)
+    and ``value_grad_scale`` weighs the value loss's gradient where it enters that torso
+    (``model.vf_torso_grad_scale``; 1 = plain sharing, 0 = the torso learns from the policy alone).
     """
 
     def __init__(
@@ -49,10 +62,12 @@ class ActorCritic(nn.Module):
         value_torso: nn.Module | None,
         features: int,
         num_actions: int,
+        value_grad_scale: float = 1.0,
     ) -> None:
         super().__init__()
         self.policy_torso = policy_torso
         self.value_torso = value_torso
+        self.value_grad_scale = value_grad_scale
         self.logits_head = nn.Linear(features, num_actions)
         self.value_head = nn.Linear(features, 1)
         orthogonal_init(self.policy_torso, math.sqrt(2))
@@ -65,14 +80,23 @@ class ActorCritic(nn.Module):
         """(logits (B, A), value (B,))."""
         x = network_input(obs)
         hidden = self.policy_torso(x)
-        value_hidden = hidden if self.value_torso is None else self.value_torso(x)
+        value_hidden = self.value_features(x, hidden)
         return self.logits_head(hidden), self.value_head(value_hidden).squeeze(-1)
+
+    def value_features(
+        self, x: torch.Tensor, policy_hidden: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """What the value heads read from the network input ``x``: the value torso's features,
+        or the shared torso's (``policy_hidden`` when already computed) with the value's
+        gradient into the torso scaled by ``value_grad_scale``."""
+        if self.value_torso is not None:
+            return self.value_torso(x)
+        hidden = self.policy_torso(x) if policy_hidden is None else policy_hidden
+        return scale_gradient(hidden, self.value_grad_scale)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """Value estimates (B,) without computing logits when the towers are separate."""
-        x = network_input(obs)
-        torso = self.policy_torso if self.value_torso is None else self.value_torso
-        return self.value_head(torso(x)).squeeze(-1)
+        return self.value_head(self.value_features(network_input(obs))).squeeze(-1)
 
     @torch.no_grad()
     def act(

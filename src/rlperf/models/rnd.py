@@ -103,8 +103,9 @@ class RNDPolicy(ActorCritic):
         features: int,
         num_actions: int,
         rnd_input_shape: tuple[int, ...],
+        value_grad_scale: float = 1.0,
     ) -> None:
-        super().__init__(policy_torso, value_torso, features, num_actions)
+        super().__init__(policy_torso, value_torso, features, num_actions, value_grad_scale)
         self.int_value_head = nn.Linear(features, 1)
         orthogonal_init(self.int_value_head, 1.0)
         self.rnd = RNDNetworks(rnd_input_shape)
@@ -120,13 +121,12 @@ class RNDPolicy(ActorCritic):
             head.in_features,
             head.out_features,
             rnd_input_shape,
+            policy.value_grad_scale,
         )
 
     def values(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(extrinsic, intrinsic) value estimates, each (B,), float32."""
-        x = network_input(obs)
-        torso = self.policy_torso if self.value_torso is None else self.value_torso
-        hidden = torso(x)
+        hidden = self.value_features(network_input(obs))
         return (
             self.value_head(hidden).squeeze(-1).float(),
             self.int_value_head(hidden).squeeze(-1).float(),
@@ -139,7 +139,7 @@ class RNDPolicy(ActorCritic):
         gradients, for the loss."""
         x = network_input(obs)
         hidden = self.policy_torso(x)
-        value_hidden = hidden if self.value_torso is None else self.value_torso(x)
+        value_hidden = self.value_features(x, hidden)
         logp_all = self.logits_head(hidden).float().log_softmax(-1)
         logprob = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
         entropy = -(logp_all.exp() * logp_all).sum(-1)

@@ -13,7 +13,8 @@ Points run one at a time, or ``parallel`` at once, each in its own share of the 
 Running the same command again resumes: completed points are skipped (their data is never
 touched), everything else runs again. A completed point whose resolved config differs from
 the one now asked for stops the sweep before anything runs: that directory holds another
-sweep's results.
+sweep's results. Settings that a newer rlperf added, at their defaults, are no difference:
+defaults keep what ran before, so a sweep stays resumable across an upgrade.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from typing import Any
 
 import yaml
 
+from rlperf.config.load import dump_config, load_config_file
 from rlperf.core.checkpoint import atomic_write_text
 from rlperf.core.errors import ConfigError, make_output_dir
 from rlperf.sweep.execute import (
+    CONFIGS_DIR,
     LOGS_DIR,
     CpuShares,
     SweepSignals,
@@ -127,11 +130,25 @@ def check_resume(points: list[PlannedPoint], sweep_dir: Path) -> None:
     for point in points:
         record = state.get(point.name)
         done = record is not None and record["status"] == "completed"
-        if done and record.get("fingerprint") != point.fingerprint():  # type: ignore[union-attr]
+        same = record is not None and record.get("fingerprint") == point.fingerprint()
+        if done and not same and not _same_but_for_added_defaults(point, sweep_dir):
             raise ConfigError(
                 f"{sweep_dir} already holds a completed point {point.name} run with another "
                 "config; give another output directory (-o) or the same sweep and overrides"
             )
+
+
+def _same_but_for_added_defaults(point: PlannedPoint, sweep_dir: Path) -> bool:
+    """Whether the config a completed training point ran with, read by this rlperf (which
+    gives keys added since their defaults), is the config now planned for it."""
+    saved = sweep_dir / CONFIGS_DIR / f"{point.name}.yaml"
+    if point.command != "train" or not saved.is_file():
+        return False
+    try:
+        # A key removed since, or a value no longer valid, is a difference.
+        return dump_config(load_config_file(saved)) == point.config_text()
+    except ConfigError:
+        return False
 
 
 def listed_states(points: list[PlannedPoint], sweep_dir: Path) -> dict[str, str]:

@@ -49,6 +49,7 @@ def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
         check_cpus(cfg.runner)
         check_engine_installed(cfg.env.engine)
     _check_runner(cfg, model)
+    _check_value_head(cfg)
     _check_cuda_graph(cfg)
     check_pairing(cfg)
     _check_ray(cfg)
@@ -177,6 +178,16 @@ def _check_runner(cfg: RunConfig, model: str) -> None:
         raise ConfigError(
             f"with {cfg.algo} the {runner.name} runner acts with the learner's network: set "
             "runner.actor_device equal to runner.learner_device (or use --runner play-train)"
+        )
+
+
+def _check_value_head(cfg: RunConfig) -> None:
+    """A setting of the value head needs an algorithm that learns one."""
+    if cfg.model.vf_torso_grad_scale != 1.0 and ALGORITHM_FACTS[cfg.algo].q_values:
+        actor_critics = ", ".join(a for a, f in ALGORITHM_FACTS.items() if not f.q_values)
+        raise ConfigError(
+            f"model.vf_torso_grad_scale weighs a value head, which {cfg.algo} does not have "
+            f"(it learns action values); valid with {actor_critics}, or leave it at 1"
         )
 
 
