@@ -17,7 +17,7 @@ from rlperf.core.errors import ConfigError
 from rlperf.sweep.ledger import Ledger
 from rlperf.sweep.machine import Machine
 from rlperf.sweep.plan import plan_points, point_names
-from rlperf.sweep.run import check_resume
+from rlperf.sweep.run import check_resume, listed_states
 from rlperf.sweep.spec import available_sweeps, load_spec, parse_spec
 
 FAKE_CPU_ONLY = Machine(cpus=frozenset({0, 1}), gpus=0)
@@ -246,6 +246,9 @@ def test_resume_accepts_settings_added_since_at_their_defaults(tmp_path: Path) -
     _completed_with_saved_config(tmp_path / "other", point.name, yaml.safe_dump(data))
     with pytest.raises(ConfigError, match="already holds a completed point a run with another"):
         check_resume([point], tmp_path / "other")
+    with pytest.raises(ConfigError, match="already holds a completed point"):
+        listed_states([point], tmp_path / "other")  # --list says so too, before a run does
+    assert listed_states([point], tmp_path / "older") == {point.name: "completed"}
 
 
 @pytest.mark.parametrize(

@@ -153,7 +153,9 @@ def _same_but_for_added_defaults(point: PlannedPoint, sweep_dir: Path) -> bool:
 
 def listed_states(points: list[PlannedPoint], sweep_dir: Path) -> dict[str, str]:
     """What running the sweep in ``sweep_dir`` would do with each point, for ``--list``:
-    ``completed`` (kept), ``skipped: WHY`` or ``runs``. Reads the ledger, writes nothing."""
+    ``completed`` (kept), ``skipped: WHY`` or ``runs``. Reads the ledger, writes nothing;
+    raises the ConfigError that running it would (:func:`check_resume`)."""
+    check_resume(points, sweep_dir)
     state = Ledger(sweep_dir).latest()
     listed: dict[str, str] = {}
     for point in points:
