@@ -351,6 +351,19 @@ def test_cli_list_prints_points(tmp_path: Path, capsys: pytest.CaptureFixture) -
     assert not (tmp_path / "runs").exists()  # listing writes nothing
 
 
+def test_cli_list_refuses_a_directory_a_run_would_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("presets: [cartpole]\nbase: {stop.iterations: 2}\npoints:\n  - {name: a}\n")
+    (tmp_path / "out").mkdir()
+    Ledger(tmp_path / "out").append("a", "completed", fingerprint="another config")
+    assert main(["sweep", str(sweep), "--list", "-o", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no listing before the refusal
+    assert "already holds a completed point a run with another config" in captured.err
+
+
 def test_thesis_backends_times_the_shipped_trained_policy_on_every_backend() -> None:
     planned = plan_points(load_spec("thesis-backends"), [], FAKE_CPU_ONLY)
     assert len(planned) == 24  # (models 1, 3, 4 + the trained policy) x 6 backends

@@ -267,8 +267,9 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     out = Path(args.output) if args.output else DEFAULT_RUNS / plan.name
     report = Path(args.report) if args.report else DEFAULT_REPORTS / plan.name
     if args.list:
+        states = listed_states(points, out)  # refuses, as a run would, before any output
         say(f"bench {plan.name}: {len(points)} run(s) of {plan.describe()} -> {out}")
-        for name, state in listed_states(points, out).items():
+        for name, state in states.items():
             say(f"  {name}: {state}")
         return 0
     if (out / "sweep.jsonl").exists() and not (out / BENCH_FILE).exists():

@@ -68,8 +68,9 @@ def cmd_sweep(argv: Sequence[str]) -> int:
     points = plan_points(spec, overrides, machine)
     out = Path(args.output) if args.output else DEFAULT_ROOT / spec.name
     if args.list:
+        states = listed_states(points, out)  # refuses, as a run would, before any output
         print(f"sweep {spec.name}: {len(points)} point(s) on this machine ({machine.describe()})")
-        for point, state in zip(points, listed_states(points, out).values(), strict=True):
+        for point, state in zip(points, states.values(), strict=True):
             flags = f" [{'; '.join(point.flags)}]" if point.flags else ""
             print(f"  {point.name}: {state}{flags}")
         return 0
