@@ -364,6 +364,21 @@ def test_cli_list_refuses_a_directory_a_run_would_refuse(
     assert "already holds a completed point a run with another config" in captured.err
 
 
+@pytest.mark.parametrize("listing", [[], ["--list"]])
+def test_bench_refuses_a_directory_that_holds_a_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture, listing: list[str]
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    Ledger(out).append("a", "completed", fingerprint="a sweep's point")
+    argv = ["bench", "--presets", "atari-fast", "--suite", "ALE/Pong-v5", "--seeds", "1"]
+    assert main([*argv, "--minutes", "1", *listing, "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # neither a listing nor a run's first line before the refusal
+    assert f"{out} holds a sweep that is not a bench; give another -o DIR" in captured.err
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.jsonl"]  # nothing written
+
+
 def test_thesis_backends_times_the_shipped_trained_policy_on_every_backend() -> None:
     planned = plan_points(load_spec("thesis-backends"), [], FAKE_CPU_ONLY)
     assert len(planned) == 24  # (models 1, 3, 4 + the trained policy) x 6 backends

@@ -266,14 +266,14 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     points = plan_points(spec, overrides, machine)
     out = Path(args.output) if args.output else DEFAULT_RUNS / plan.name
     report = Path(args.report) if args.report else DEFAULT_REPORTS / plan.name
+    if (out / "sweep.jsonl").exists() and not (out / BENCH_FILE).exists():
+        raise UserInputError(f"{out} holds a sweep that is not a bench; give another -o DIR")
     if args.list:
         states = listed_states(points, out)  # refuses, as a run would, before any output
         say(f"bench {plan.name}: {len(points)} run(s) of {plan.describe()} -> {out}")
         for name, state in states.items():
             say(f"  {name}: {state}")
         return 0
-    if (out / "sweep.jsonl").exists() and not (out / BENCH_FILE).exists():
-        raise UserInputError(f"{out} holds a sweep that is not a bench; give another -o DIR")
     check_resume(points, out)  # before bench.json is written: a refused bench changes nothing
     command = shlex.join(["rlperf", "bench", *argv])
     out.mkdir(parents=True, exist_ok=True)
