@@ -38,6 +38,7 @@ from rlperf.arguments import (
 )
 from rlperf.core.errors import UserInputError
 from rlperf.sweep.execute import CpuShares
+from rlperf.sweep.ledger import LEDGER_FILE
 
 SUITES: dict[str, tuple[str, ...]] = {
     # Aitchison, Sweetser and Hutter, "Atari-5: Distilling the Arcade Learning Environment
@@ -266,7 +267,7 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
     points = plan_points(spec, overrides, machine)
     out = Path(args.output) if args.output else DEFAULT_RUNS / plan.name
     report = Path(args.report) if args.report else DEFAULT_REPORTS / plan.name
-    if (out / "sweep.jsonl").exists() and not (out / BENCH_FILE).exists():
+    if (out / LEDGER_FILE).exists() and not (out / BENCH_FILE).exists():
         raise UserInputError(f"{out} holds a sweep that is not a bench; give another -o DIR")
     if args.list:
         states = listed_states(points, out)  # refuses, as a run would, before any output
