@@ -126,7 +126,12 @@ def _train_parser() -> ArgumentParser:
         "--envs-per-worker",
         help="envs per worker: sets env.num_envs to num_workers x this (applied last)",
     )
-    p.add_argument("--seed", help="random seed")
+    p.add_argument(
+        "--seed",
+        help="random seed; with --resume, another seed forks the run at the checkpoint "
+        "(its draws from there on come from this seed; copy the run directory first to keep "
+        "the original's line)",
+    )
     p.add_argument("--runs-root", help="directory for run directories (default runs)")
     p.add_argument(
         "--resume",

@@ -1,5 +1,8 @@
 """Resume equivalence: N+M iterations in one process == N, a new process, resume, M more."""
 
+import json
+import shutil
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -89,3 +92,40 @@ def test_inproc_and_subprocess_runners_learn_identically(runs_root):
         assert torch.equal(a[key], b[key]), key
     rows_a, rows_b = read_metrics(runs_root / "inproc"), read_metrics(runs_root / "subprocess")
     assert [r["episode_reward_mean"] for r in rows_a] == [r["episode_reward_mean"] for r in rows_b]
+
+
+def test_a_resume_with_another_seed_forks_the_run(runs_root):
+    """Same checkpoint, same seed: the original line; another seed: other draws from there on,
+    recorded as a branch, the rows before the checkpoint kept as they were."""
+    cartpole = ["--preset", "cartpole", *COMMON, "--runs-root", str(runs_root)]
+    first = rlperf_subprocess("train", *cartpole, "--seed", "1", "-s", "base", "-i", "3")
+    assert first.returncode == 0, first.stderr
+    shutil.copytree(runs_root / "base", runs_root / "fork")
+    for name, seed in (("base", "1"), ("fork", "2")):
+        resumed = rlperf_subprocess(
+            "train",
+            "--resume",
+            str(runs_root / name),
+            "--seed",
+            seed,
+            "stop.iterations=5",
+            "--no-progress",
+        )
+        assert resumed.returncode == 0, resumed.stderr
+
+    base, fork = read_metrics(runs_root / "base"), read_metrics(runs_root / "fork")
+    assert [r["iteration"] for r in fork] == [1, 2, 3, 4, 5]
+    assert [r["losses/policy_loss"] for r in fork[:3]] == [
+        r["losses/policy_loss"] for r in base[:3]
+    ]
+    a, b = _weights(runs_root / "base"), _weights(runs_root / "fork")
+    assert any(not torch.equal(a[key], b[key]) for key in a)
+
+    manifests = [
+        json.loads((runs_root / n / "manifest.json").read_text()) for n in ("base", "fork")
+    ]
+    assert manifests[0]["branches"] == []
+    assert manifests[1]["branches"] == [
+        {"from_seed": 1, "seed": 2, "iteration": 3, "env_steps": fork[2]["timesteps_total"]}
+    ]
+    assert manifests[1]["seed"] == 2

@@ -35,8 +35,10 @@ def run_manifest(
     retained_memory: Any,
     gpu_phase_sync: bool,
     schedule: dict[str, Any] | None = None,
+    branches: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The manifest of a run in ``status`` (running, completed, interrupted, failed)."""
+    """The manifest of a run in ``status`` (running, completed, interrupted, failed);
+    ``branches``: where a resume with another seed forked the run (see TrainingSession)."""
     runner = cfg.runner
     learner = {
         "role": "learner",
@@ -53,6 +55,7 @@ def run_manifest(
         "started_utc": started,
         "ended_utc": None if status == "running" else datetime.now(UTC).isoformat(),
         "seed": cfg.seed,
+        "branches": branches or [],
         "iteration": iteration,
         "env_steps": env_steps,
         "time_total_s": time_total_s,

@@ -222,6 +222,8 @@ class TrainingSession:
         self.env_steps = 0
         self.time_total_s = 0.0
         self.target_reached: dict[str, Any] | None = None
+        self.branches: list[dict[str, Any]] = []
+        """Where a resume with another seed forked this run's random draws (oldest first)."""
         if self.resume_state is not None:
             self._restore(self.resume_state)
 
@@ -246,6 +248,29 @@ class TrainingSession:
         self.time_total_s = float(counters["time_total_s"])
         self.target_reached = counters.get("target_reached")
         self.clock.load_state_dict(counters.get("schedule", {}))
+        self.branches = list(counters.get("branches", []))
+        saved_seed = counters.get("seed", self.cfg.seed)  # checkpoints before the seed was kept
+        if saved_seed != self.cfg.seed:
+            self._branch(int(saved_seed))
+
+    def _branch(self, saved_seed: int) -> None:
+        """A resume with another seed forks the run: the weights, optimizer, games and
+        counters are the checkpoint's, but the global generators (Python, NumPy, torch:
+        the actions sampled, the minibatches' order) start afresh from the new seed. Runs
+        forked from one checkpoint with several seeds tell whether what follows was decided
+        by the state at the checkpoint or by the draws after it. The games' own random state
+        (sticky actions, no-op starts) goes on from the checkpoint."""
+        # Each data-parallel rank draws from its own seed, as at a start (rank_config).
+        offset = (self.rank or 0) * self.cfg.env.num_envs
+        seed_everything(self.cfg.seed + offset)
+        self.branches.append(
+            {
+                "from_seed": saved_seed,
+                "seed": self.cfg.seed,
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+            }
+        )
 
     def _checkpoint_state(self) -> dict[str, Any]:
         return {
@@ -255,6 +280,8 @@ class TrainingSession:
                 "time_total_s": self.time_total_s,
                 "target_reached": self.target_reached,
                 "schedule": self.clock.state_dict(),
+                "seed": self.cfg.seed,
+                "branches": self.branches,
             },
             "episodes": self.stats.state_dict(),
             "algorithm": self.algo.state_dict(),
@@ -355,6 +382,7 @@ class TrainingSession:
             retained_memory=self.retained_memory,
             gpu_phase_sync=self._phase_sync() is not None,
             schedule=self.clock.describe(),
+            branches=self.branches,
         )
 
     # ------------------------------------------------------------------ the loop
