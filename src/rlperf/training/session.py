@@ -259,7 +259,8 @@ class TrainingSession:
         the actions sampled, the minibatches' order) start afresh from the new seed. Runs
         forked from one checkpoint with several seeds tell whether what follows was decided
         by the state at the checkpoint or by the draws after it. The games' own random state
-        (sticky actions, no-op starts) goes on from the checkpoint."""
+        (sticky actions, no-op starts) goes on from the checkpoint where the engine
+        snapshots its games (otherwise they restart, as on any resume)."""
         # Each data-parallel rank draws from its own seed, as at a start (rank_config).
         offset = (self.rank or 0) * self.cfg.env.num_envs
         seed_everything(self.cfg.seed + offset)
