@@ -197,6 +197,8 @@ class TrainingSession:
         seed_everything(cfg.seed)
         dim = frame_dim(cfg.env, cfg.model)
         local = cfg if self.rank is None else data_parallel.rank_config(cfg, self.rank)
+        self.draw_seed = local.seed
+        """The seed of this process's draws (each data-parallel rank has its own)."""
         self.envs = registry.make_envs(local, dim)
         spaces = registry.env_spaces(local, dim, self.envs)
         obs_shape = tuple(spaces.observation.shape or ())
@@ -261,9 +263,7 @@ class TrainingSession:
         by the state at the checkpoint or by the draws after it. The games' own random state
         (sticky actions, no-op starts) goes on from the checkpoint where the engine
         snapshots its games (otherwise they restart, as on any resume)."""
-        # Each data-parallel rank draws from its own seed, as at a start (rank_config).
-        offset = (self.rank or 0) * self.cfg.env.num_envs
-        seed_everything(self.cfg.seed + offset)
+        seed_everything(self.draw_seed)
         self.branches.append(
             {
                 "from_seed": saved_seed,
