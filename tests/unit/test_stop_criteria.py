@@ -81,3 +81,27 @@ def test_the_first_budget_met_wins_and_the_eta_is_the_nearest():
     # 500 steps left at 100 SPS (5 s), 7 iterations of 2 s (14 s), 50 s of wall time
     assert eta_s(stop, Counters(3, 500, 10.0), sps=100.0, iteration_s=2.0) == 5.0
     assert eta_s(StopConfig(total_timesteps=None), Counters(0, 0, 0.0), 1.0, 1.0) is None
+
+
+def test_a_resume_keeps_a_reach_only_of_its_own_target():
+    from rlperf.config.schema import StopConfig
+    from rlperf.training.stop_criteria import reach_of_this_target
+
+    reach = {"metric": "mean100", "target": 0.0, "value": 0.4, "env_steps": 550_000}
+    same = StopConfig(target_reward=0.0, target_reward_metric="mean100")
+    assert reach_of_this_target(reach, same) is reach  # a plain resume keeps its reach
+    # A fork sent on to 10 has not reached 10, nor is its reach measured by another metric.
+    assert reach_of_this_target(reach, StopConfig(target_reward=10.0)) is None
+    other_metric = StopConfig(target_reward=0.0, target_reward_metric="mean100+ema")
+    assert reach_of_this_target(reach, other_metric) is None
+    assert reach_of_this_target(reach, StopConfig(target_reward=None)) is None
+    # A reach written before the target was kept counts where its value meets the target.
+    legacy = {"metric": "mean100", "value": 17.2, "env_steps": 800_000}
+    assert reach_of_this_target(legacy, StopConfig(target_reward=17.0)) is legacy
+    assert reach_of_this_target(legacy, StopConfig(target_reward=18.0)) is None
+
+
+def test_a_reach_records_its_target(tmp_path):
+    session = session_with([20.0] * 100, "mean100", tmp_path)
+    assert session._stop_reason() == "target_reward"
+    assert session.target_reached["target"] == 17.0

@@ -63,7 +63,13 @@ from rlperf.telemetry.sinks import CsvSink, JsonlSink, TensorBoardSink, truncate
 from rlperf.telemetry.sysmon import SystemMonitor
 from rlperf.telemetry.timers import PhaseTimer
 from rlperf.training import data_parallel, registry, resolve
-from rlperf.training.stop_criteria import Counters, eta_s, reward_metric, stop_reason
+from rlperf.training.stop_criteria import (
+    Counters,
+    eta_s,
+    reach_of_this_target,
+    reward_metric,
+    stop_reason,
+)
 
 
 class _StopSignal(SignalScope):
@@ -248,7 +254,7 @@ class TrainingSession:
         self.iteration = int(counters["iteration"])
         self.env_steps = int(counters["env_steps"])
         self.time_total_s = float(counters["time_total_s"])
-        self.target_reached = counters.get("target_reached")
+        self.target_reached = reach_of_this_target(counters.get("target_reached"), self.cfg.stop)
         self.clock.load_state_dict(counters.get("schedule", {}))
         self.branches = list(counters.get("branches", []))
         saved_seed = counters.get("seed", self.cfg.seed)  # checkpoints before the seed was kept
@@ -321,6 +327,7 @@ class TrainingSession:
         if reason == "target_reward" and self.target_reached is None:
             self.target_reached = {
                 "metric": stop.target_reward_metric,
+                "target": stop.target_reward,
                 "value": reward,
                 "iteration": self.iteration,
                 "env_steps": self.env_steps,

@@ -7,6 +7,7 @@ their tests share one reading of each criterion; the first criterion met wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rlperf.config.schema import StopConfig
 from rlperf.telemetry.episodes import EpisodeStats
@@ -46,6 +47,27 @@ def stop_reason(stop: StopConfig, at: Counters, reward: float | None) -> str | N
     if stop.wall_time_s is not None and at.time_total_s >= stop.wall_time_s:
         return "wall_time_s"
     return None
+
+
+def reach_of_this_target(
+    recorded: dict[str, Any] | None, stop: StopConfig
+) -> dict[str, Any] | None:
+    """A checkpoint's ``target_reached`` if it records this run's target, else None.
+
+    A resume (or a fork, ``--resume --seed``) may ask for another target or metric than the
+    run it continues: a fork of a run that stopped at a mean of 0, sent on to 10, must neither
+    report the reach of 0 as its own nor skip recording its reach of 10."""
+    if (
+        recorded is None
+        or stop.target_reward is None
+        or recorded.get("metric") != stop.target_reward_metric
+    ):
+        return None
+    if "target" in recorded:
+        return recorded if recorded["target"] == stop.target_reward else None
+    # Written before the target was kept with the reach: the value it reached tells.
+    value = recorded.get("value")
+    return recorded if value is not None and value >= stop.target_reward else None
 
 
 def eta_s(stop: StopConfig, at: Counters, sps: float, iteration_s: float) -> float | None:
