@@ -129,3 +129,26 @@ def test_a_resume_with_another_seed_forks_the_run(runs_root):
         {"from_seed": 1, "seed": 2, "iteration": 3, "env_steps": fork[2]["timesteps_total"]}
     ]
     assert manifests[1]["seed"] == 2
+
+
+def test_a_resume_with_a_higher_target_drops_the_reach_of_the_lower(runs_root):
+    """A run stopped at its target and sent on to a higher one has not reached that one."""
+    cartpole = ["--preset", "cartpole", *COMMON, "--runs-root", str(runs_root)]
+    low = ["stop.target_reward_metric=ema", "stop.target_reward=5"]
+    first = rlperf_subprocess("train", *cartpole, "-s", "reach", *low)
+    assert first.returncode == 0, first.stderr
+    manifest = json.loads((runs_root / "reach" / "manifest.json").read_text())
+    assert manifest["stop_reason"] == "target_reward"
+    assert manifest["target_reached"]["target"] == 5
+    resumed = rlperf_subprocess(
+        "train",
+        "--resume",
+        str(runs_root / "reach"),
+        "stop.target_reward=1000000",
+        f"stop.iterations={manifest['iteration'] + 2}",
+        "--no-progress",
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    manifest = json.loads((runs_root / "reach" / "manifest.json").read_text())
+    assert manifest["stop_reason"] == "iterations"
+    assert manifest["target_reached"] is None
