@@ -14,6 +14,7 @@ from rlperf.report.bench_plots import time_to_target_figure
 from rlperf.report.bench_section import bench_cells
 from rlperf.report.bench_target_section import (
     bench_sections,
+    benches_compared,
     target_console_lines,
     target_summaries,
 )
@@ -52,7 +53,7 @@ def _run(
     )
 
 
-def fake_target_bench(root: Path, target: float | None = 17.0) -> Path:
+def fake_target_bench(root: Path, target: float | None = 17.0, folder: str = "bench") -> Path:
     """Presets fast (3 of 3 seeds reach 17; seed 4 failed) and slow (1 of 3) on Pong."""
     points = {
         "fast__s1": (
@@ -115,7 +116,7 @@ def fake_target_bench(root: Path, target: float | None = 17.0) -> Path:
         name: (status, run, {} if wall is None else {"wall_s": wall})
         for name, (_, _, status, run, wall) in points.items()
     }
-    return write_fake_bench(root / "bench", spec, ledger)
+    return write_fake_bench(root / folder, spec, ledger)
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -179,7 +180,41 @@ def test_time_to_target_tables_figure_and_console(tmp_path: Path) -> None:
         "5e+05 [4e+05, 6e+05], median training time 380 s [300 s, 450 s] (95% CI)",
         "time to target 17: slow on ALE/Pong-v5: 1 of 3 seed(s) reached it; median env steps "
         "> cap, median training time > cap (95% CI); misses counted at their cap: lower bounds",
+        # Every fast seed reached 17 before every slow one (before the misses' caps too). Of
+        # the 20 splits of the six seeds into two arms only one puts the three latest
+        # together: two-sided p = 2 x 1/20.
+        "time to target 17: slow vs fast on ALE/Pong-v5: slow first in 0.00 of 9 seed pairs; "
+        "permutation p = 0.1 (two-sided, misses censored)",
     ]
+    compared = _csv(out / "bench_fake-bench_presets_compared.csv")
+    assert [(r["arm"], r["against"], r["seeds"], r["undecided"]) for r in compared] == [
+        ("slow", "fast", "3 vs 3", "0")
+    ]
+
+
+def test_benches_given_together_are_compared_preset_by_preset(tmp_path: Path) -> None:
+    default = fake_target_bench(tmp_path, folder="default")
+    arm = fake_target_bench(tmp_path, folder="arm")
+    untargeted = fake_target_bench(tmp_path, target=None, folder="plain")
+    col = collect([default, arm, untargeted])
+    section = benches_compared(col.benches, col, lambda *tables: list(tables))
+    assert section is not None and section.title == "Benchmarks compared: time to target"
+    (table,) = section.tables
+    rows = [dict(zip(table.headers, row, strict=True)) for row in table.rows]
+    # the later bench's presets against the earlier's; none within a bench, none untargeted
+    assert [(r["arm"], r["against"]) for r in rows] == [
+        ("arm: fast", "default: fast"),
+        ("arm: fast", "default: slow"),
+        ("arm: slow", "default: fast"),
+        ("arm: slow", "default: slow"),
+    ]
+    same = rows[0]  # the same seeds: as many pairs one way as the other, p = 1
+    assert (same["pairs first"], same["pairs against first"], same["ties"]) == (3, 3, 3)
+    assert same["P(first) low"] == 0.5 and same["permutation p"] == 1.0
+    # slow's two misses leave open their pairs with each other: 2 x 2
+    assert rows[3]["undecided"] == 4
+    one = collect([default])
+    assert benches_compared(one.benches, one, lambda *tables: list(tables)) is None
 
 
 def test_the_figure_draws_each_seed_and_the_median(tmp_path: Path) -> None:

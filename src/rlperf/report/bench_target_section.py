@@ -1,8 +1,11 @@
 """The report's time-to-target section of a benchmark run with ``rlperf bench --target R``
 (``bench.json``'s ``target``): per preset and game, every seed's env steps, training
 seconds and command seconds to the target (or its cap, and where it ended, when it missed),
-the medians over seeds with their 95 % bootstrap intervals, and a figure of both. The
-statistics are :mod:`~rlperf.report.bench_target`'s; the runs are the bench section's cells
+the medians over seeds with their 95 % bootstrap intervals, a figure of both, and each
+preset against each other on a game (:mod:`~rlperf.report.target_comparison`). Several
+benches with the same target given to one report are also compared with each other, preset
+by preset (:func:`benches_compared`). The statistics are
+:mod:`~rlperf.report.bench_target`'s; the runs are the bench section's cells
 (:func:`~rlperf.report.bench_section.bench_cells`).
 """
 
@@ -29,6 +32,7 @@ from rlperf.report.bench_target import (
 from rlperf.report.load import BenchData, Collection
 from rlperf.report.render import Section
 from rlperf.report.tables import Table
+from rlperf.report.target_comparison import TargetComparison, compare_targets, pairwise
 
 
 def bench_target(bench: BenchData) -> float | None:
@@ -67,7 +71,10 @@ def target_console_lines(bench: BenchData, col: Collection) -> list[str]:
     if target is None:
         return []
     summaries, _ = target_summaries(bench_cells(bench, col))
-    return [summary_line(s, target) for s in summaries]
+    compared = pairwise([(s.preset, s) for s in summaries])
+    return [summary_line(s, target) for s in summaries] + [
+        f"time to target {target:g}: {c.text()}" for c in compared
+    ]
 
 
 def bench_sections(
@@ -156,6 +163,94 @@ def target_section(
         _target_table(bench, target, summaries, criteria),
         _target_seeds_table(bench, target, cells, summaries),
     )
+    compared = pairwise([(s.preset, s) for s in summaries])
+    if compared:
+        sec.paragraphs.append(COMPARISON_TEXT)
+        sec.tables += tables(comparison_table(f"bench_{bench.name}_presets_compared", compared))
+    return sec
+
+
+COMPARISON_TEXT = (
+    "Each preset against each earlier one on a game, seed by seed: in what share of the "
+    "pairs (one seed of each) the first reached the target in fewer env steps, ties counted "
+    "half. A seed that missed is only known to need more than its cap, so a pair it leaves "
+    "open is undecided and the share becomes a range. p: a two-sided permutation test of "
+    "that pairwise score under 'the presets do not differ' (exact over every split of the "
+    "seeds up to 20,000 splits; without misses the exact Mann-Whitney test)."
+)
+
+
+def comparison_table(name: str, compared: list[TargetComparison]) -> Table:
+    """One row per comparison: the pairs' outcome and the permutation test's p."""
+    t = Table(
+        name,
+        "Time to target, arm against arm: share of seed pairs in which the first arm's "
+        "seed reached it first (ties half; undecided pairs make a range)",
+        [
+            "arm",
+            "against",
+            "game",
+            "seeds",
+            "pairs first",
+            "pairs against first",
+            "ties",
+            "undecided",
+            "P(first) low",
+            "P(first) high",
+            "permutation p",
+        ],
+    )
+    for c in compared:
+        t.rows.append(
+            [
+                c.a,
+                c.b,
+                c.game,
+                f"{c.seeds_a} vs {c.seeds_b}",
+                c.a_first,
+                c.b_first,
+                c.ties,
+                c.undecided,
+                c.sooner_low,
+                c.sooner_high,
+                c.p_value,
+            ]
+        )
+    return t
+
+
+def benches_compared(benches: list[BenchData], col: Collection, tables: Tables) -> Section | None:
+    """Every preset of every bench against those of the benches before it, on the games
+    they share, when two or more benches ran to the same target (an arm run on another day
+    against the recorded seeds of the default). None when there is nothing to compare."""
+    by_target: dict[float, list[list[tuple[str, TargetSummary]]]] = {}
+    for bench in benches:
+        target = bench_target(bench)
+        if target is not None:
+            summaries, _ = target_summaries(bench_cells(bench, col))
+            arms = [(f"{bench.path.name}: {s.preset}", s) for s in summaries]
+            by_target.setdefault(target, []).append(arms)
+    compared: dict[float, list[TargetComparison]] = {}
+    for target, groups in by_target.items():
+        for j, later in enumerate(groups):
+            for earlier in groups[:j]:
+                for label_a, a in later:
+                    compared.setdefault(target, []).extend(
+                        compare_targets(a, b, label_a, label_b)
+                        for label_b, b in earlier
+                        if a.game == b.game
+                    )
+    compared = {target: found for target, found in compared.items() if found}
+    if not compared:
+        return None
+    sec = Section("benches-compared", "Benchmarks compared: time to target")
+    sec.paragraphs.append(
+        "The presets of benches given to this report together, each against those of the "
+        "benches before it (in the order given), when they ran to the same target. "
+        + COMPARISON_TEXT
+    )
+    for target, found in compared.items():
+        sec.tables += tables(comparison_table(f"benches_compared_target{target:g}", found))
     return sec
 
 

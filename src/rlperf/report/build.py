@@ -29,7 +29,7 @@ from rlperf.report.analysis import (
     speedups,
     time_to_target,
 )
-from rlperf.report.bench_target_section import bench_sections
+from rlperf.report.bench_target_section import bench_sections, benches_compared
 from rlperf.report.diagnose import diagnose
 from rlperf.report.load import Collection, InferenceData, RunData, collect
 from rlperf.report.render import FigureBlock, Section, render_page
@@ -153,6 +153,9 @@ def build_report(
         sections.append(status)
     for bench in col.benches:
         sections += bench_sections(bench, col, figure, tables)
+    across = benches_compared(col.benches, col, tables)
+    if across is not None:
+        sections.append(across)
     if summaries:
         phases = Section("phases", "Time per phase")
         phases.paragraphs.append(
