@@ -12,6 +12,7 @@ by preset (:func:`benches_compared`). The statistics are
 from __future__ import annotations
 
 import math
+from itertools import combinations, product
 from typing import Any
 
 from rlperf.report import bench_plots
@@ -232,15 +233,14 @@ def benches_compared(benches: list[BenchData], col: Collection, tables: Tables) 
             by_target.setdefault(target, []).append(arms)
     compared: dict[float, list[TargetComparison]] = {}
     for target, groups in by_target.items():
-        for j, later in enumerate(groups):
-            for earlier in groups[:j]:
-                for label_a, a in later:
-                    compared.setdefault(target, []).extend(
-                        compare_targets(a, b, label_a, label_b)
-                        for label_b, b in earlier
-                        if a.game == b.game
-                    )
-    compared = {target: found for target, found in compared.items() if found}
+        found = [
+            compare_targets(a, b, label_a, label_b)
+            for earlier, later in combinations(groups, 2)
+            for (label_a, a), (label_b, b) in product(later, earlier)
+            if a.game == b.game
+        ]
+        if found:
+            compared[target] = found
     if not compared:
         return None
     sec = Section("benches-compared", "Benchmarks compared: time to target")
