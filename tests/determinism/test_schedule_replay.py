@@ -1,6 +1,7 @@
 """A run whose schedules follow env steps replays: the step budget that
 stop.anneal_over=wall_time_steps measured, given back as stop.anneal_steps, gives the same
-run update for update."""
+run update for update, and a late phase keyed to the return (which starts where the mean
+of 100 games first reaches it) starts at the same update of the replay."""
 
 import json
 
@@ -28,6 +29,10 @@ def _train(runs_root, name, *extra):
         str(ITERATIONS),
         "stop.wall_time_s=600",
         "stop.anneal_over=wall_time_steps",
+        # reached once the window of 100 games is full (mean ~70 by then): the late phase
+        # begins mid-run, with the annealing
+        "ppo.late_phase_return=25",
+        "ppo.late_phase_lr_scale=0.5",
         *extra,
     )
     assert done.returncode == 0, done.stderr
@@ -48,7 +53,17 @@ def test_a_measured_step_budget_replays_the_run(runs_root):
     rates = [r["losses/learning_rate"] for r in a]
     assert len(set(rates[:HELD])) == 1  # held while the rate was measured
     assert rates[HELD] < rates[0] and rates[-1] < rates[HELD]  # then annealed over env steps
-    for key in ("losses/learning_rate", "losses/policy_loss", "losses/value_loss"):
+    late = [r["losses/late_phase"] for r in a]
+    start = late.index(1.0)
+    assert start > 0 and set(late[start:]) == {1.0}  # the late phase begins and holds
+    assert 0.45 < rates[start] / rates[start - 1] <= 0.5  # at half the rate
+    replayed = (
+        "losses/learning_rate",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/late_phase",
+    )
+    for key in replayed:
         assert [r[key] for r in a] == [r[key] for r in b], key
     wa, wb = _weights(measured), _weights(replay)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)

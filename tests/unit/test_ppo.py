@@ -213,6 +213,61 @@ def test_an_entropy_bonus_annealed_over_a_fraction_ends_early():
     assert metrics["losses/ent_coef"] == pytest.approx(0.1)
 
 
+def test_the_late_phase_starts_at_the_return_and_holds():
+    # bonus 0.5 and the full rate until the mean of 100 games reaches 10; from then on the
+    # late bonus 0.1 (annealed like the early one) and half the rate, even when the mean dips
+    cfg = PPOConfig(
+        num_steps=8, num_minibatches=2, ent_coef=0.5, anneal_ent_coef=True,
+        late_phase_return=10.0, late_phase_ent_coef=0.1, late_phase_lr_scale=0.5,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    algo = PPO(cfg, policy, seed=0)
+    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"))
+
+    def update(env_steps: int, mean: float | None) -> dict[str, float]:
+        return algo.update(_rollout(), step, Progress(0, env_steps, 0.5, mean))
+
+    for env_steps, mean in ((32, None), (64, 9.9)):
+        early = update(env_steps, mean)
+        assert early["losses/ent_coef"] == pytest.approx(0.25)
+        assert early["losses/learning_rate"] == pytest.approx(cfg.learning_rate * 0.5)
+        assert early["losses/late_phase"] == 0.0
+    for env_steps, mean in ((96, 10.0), (128, 3.0)):
+        late = update(env_steps, mean)
+        assert late["losses/ent_coef"] == pytest.approx(0.05)
+        assert late["losses/learning_rate"] == pytest.approx(cfg.learning_rate * 0.25)
+        assert step.optimizer.param_groups[0]["lr"] == pytest.approx(cfg.learning_rate * 0.25)
+        assert late["losses/late_phase"] == 1.0
+    assert algo.late_phase_since == 96
+
+    # a resumed run continues in the late phase, whatever the mean of its first update
+    resumed = PPO(cfg, build_model(ModelConfig(name="mlp"), (4,), 2), seed=0)
+    resumed.load_state_dict(algo.state_dict())
+    assert resumed.late_phase_since == 96
+    state = algo.state_dict()
+    del state["late_phase_since"]  # a checkpoint from before the late phase existed
+    resumed.load_state_dict(state)
+    assert resumed.late_phase_since is None
+
+
+@pytest.mark.parametrize(
+    ("knobs", "match"),
+    [
+        ({"late_phase_ent_coef": 0.001}, "need ppo.late_phase_return"),
+        ({"late_phase_lr_scale": 0.5}, "need ppo.late_phase_return"),
+        ({"late_phase_return": math.inf}, "finite return"),
+        (
+            {"late_phase_return": 10.0, "late_phase_ent_coef": 0.001, "ent_coef_end": 0.002},
+            "not be below ppo.ent_coef_end",
+        ),
+    ],
+)
+def test_late_phase_settings_that_cannot_work_are_refused(knobs: dict, match: str):
+    with pytest.raises(ConfigError, match=match):
+        PPOConfig(**knobs).check(RunConfig())
+
+
 def test_a_bonus_floor_above_the_bonus_is_refused():
     with pytest.raises(ConfigError, match="ppo.ent_coef_end"):
         PPOConfig(ent_coef=0.001, ent_coef_end=0.01).check(RunConfig())

@@ -50,6 +50,9 @@ class PPO:
         self.kl_coeff = cfg.kl_coeff
         self.base_lr = cfg.learning_rate
         """The learning rate before annealing: fixed, or adapted to the KL (lr_kl_target)."""
+        self.late_phase_since: int | None = None
+        """Env steps at which the mean return of 100 games first reached
+        ``late_phase_return`` (None before, or without a late phase)."""
         self.data_spec = DataSpec(kind="rollout", horizon=cfg.num_steps)
         self.settings = SurrogateSettings.of(cfg)
         # A private generator for minibatch shuffling: its state is checkpointed, so a
@@ -61,7 +64,10 @@ class PPO:
 
     def update(self, batch: Rollout, step: GradientStep, progress: Progress) -> dict[str, float]:
         cfg = self.cfg
+        late = self._in_late_phase(progress)
         lr = progress.annealed(self.base_lr, cfg.anneal_lr)
+        if late:
+            lr *= cfg.late_phase_lr_scale
         step.set_learning_rate(lr)
 
         # ---- advantages: one value forward on the bootstrap observation, then GAE ----
@@ -87,11 +93,16 @@ class PPO:
         data = SurrogateBatch(
             obs_B, actions_B, logprobs_B, values_B, advantages_B, returns_TN.reshape(B)
         )
+        ent_start = (
+            cfg.late_phase_ent_coef
+            if late and cfg.late_phase_ent_coef is not None
+            else cfg.ent_coef
+        )
         ent_coef = (
             cfg.ent_coef_end
-            + progress.annealed_over(cfg.ent_coef - cfg.ent_coef_end, cfg.ent_coef_anneal_fraction)
+            + progress.annealed_over(ent_start - cfg.ent_coef_end, cfg.ent_coef_anneal_fraction)
             if cfg.anneal_ent_coef
-            else cfg.ent_coef
+            else ent_start
         )
         settings = dataclasses.replace(self.settings, ent_coef=ent_coef)
         metrics = surrogate_epochs(
@@ -116,9 +127,22 @@ class PPO:
                 "losses/learning_rate": lr,
                 "losses/ent_coef": ent_coef,
                 "losses/kl_coeff": self.kl_coeff,
+                "losses/late_phase": float(late),
             }
         )
         return metrics
+
+    def _in_late_phase(self, progress: Progress) -> bool:
+        """Whether the late phase has begun, starting it when the mean return of the last
+        100 games first reaches ``late_phase_return``. It then holds to the end: a mean that
+        dips back on a bad stretch must not restore the early phase's bold updates."""
+        target = self.cfg.late_phase_return
+        if target is None:
+            return False
+        mean = progress.mean_return_100
+        if self.late_phase_since is None and mean is not None and mean >= target:
+            self.late_phase_since = progress.env_steps
+        return self.late_phase_since is not None
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +150,7 @@ class PPO:
             "kl_coeff": self.kl_coeff,
             "base_lr": self.base_lr,
             "generator": self.generator.get_state(),
+            "late_phase_since": self.late_phase_since,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -134,3 +159,5 @@ class PPO:
         # Checkpoints from before the adaptive learning rate hold none: the configured one.
         self.base_lr = float(state.get("base_lr", self.cfg.learning_rate))
         self.generator.set_state(state["generator"])
+        since = state.get("late_phase_since")  # absent from checkpoints before the late phase
+        self.late_phase_since = None if since is None else int(since)

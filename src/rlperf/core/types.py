@@ -183,6 +183,9 @@ class Progress:
     """Env steps collected before this batch."""
     fraction_left: float
     """1.0 at the start of the run's budget, 0.0 at its end (used for linear annealing)."""
+    mean_return_100: float | None = None
+    """Mean return of the last 100 finished games, None before the 100th (or where the
+    caller does not track games): what schedules keyed to the return compare against."""
 
     def annealed(self, value: float, anneal: bool) -> float:
         """``value`` decayed linearly to 0 over the run's budget when ``anneal`` (CleanRL's

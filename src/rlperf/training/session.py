@@ -310,7 +310,12 @@ class TrainingSession:
     def _progress_at(self, env_steps_ahead: int) -> Progress:
         """The run's progress with ``env_steps_ahead`` env steps of this iteration taken."""
         env_steps = self.env_steps + env_steps_ahead
-        return Progress(self.iteration, env_steps, self._fraction_left(env_steps))
+        return Progress(
+            self.iteration,
+            env_steps,
+            self._fraction_left(env_steps),
+            reward_metric(self.stats, "mean100"),
+        )
 
     def _fraction_left(self, env_steps: int) -> float:
         """Share of the schedule's budget still ahead (``stop.anneal_over``; see

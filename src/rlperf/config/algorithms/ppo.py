@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -64,6 +65,12 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
     """With anneal_ent_coef, the fraction of the budget over which the bonus falls to ent_coef_end (then holds it; exploration_fraction's idea): below 1, the policy sharpens while the learning rate is still high."""
     ent_coef_end: NonNegativeFloat = 0.0
     """With anneal_ent_coef, the bonus the annealing ends at (at most ent_coef): a floor that keeps some exploration after a short broad start."""
+    late_phase_return: float | None = None
+    """Start a late phase once the mean return of the last 100 games first reaches this (it then lasts to the run's end, checkpointed): the policy wins, and the broad, bold updates that found the winning play now shake it. Unset = no late phase."""
+    late_phase_ent_coef: NonNegativeFloat | None = None
+    """In the late phase, the entropy bonus's start value instead of ent_coef (with anneal_ent_coef still annealed to ent_coef_end, which it must not be below); unset = ent_coef throughout."""
+    late_phase_lr_scale: FractionAboveZero = 1.0
+    """In the late phase, the learning rate times this (after annealing): a smaller step once the game is nearly won."""
     vf_coef: NonNegativeFloat = 0.5
     """Value loss coefficient."""
     max_grad_norm: PositiveFloat | None = 0.5
@@ -91,6 +98,21 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
             raise ConfigError(
                 f"ppo.ent_coef_end ({self.ent_coef_end}) must not exceed ppo.ent_coef "
                 f"({self.ent_coef}): the bonus anneals down to it"
+            )
+        if self.late_phase_return is not None and not math.isfinite(self.late_phase_return):
+            raise ConfigError(
+                f"ppo.late_phase_return must be a finite return, got {self.late_phase_return}"
+            )
+        late_knobs = self.late_phase_ent_coef is not None or self.late_phase_lr_scale != 1.0
+        if late_knobs and self.late_phase_return is None:
+            raise ConfigError(
+                "ppo.late_phase_ent_coef / ppo.late_phase_lr_scale need ppo.late_phase_return "
+                "(the mean return of 100 games at which the late phase starts)"
+            )
+        if self.late_phase_ent_coef is not None and self.late_phase_ent_coef < self.ent_coef_end:
+            raise ConfigError(
+                f"ppo.late_phase_ent_coef ({self.late_phase_ent_coef}) must not be below "
+                f"ppo.ent_coef_end ({self.ent_coef_end}): the bonus anneals down to it"
             )
         self.check_one_minibatch_setting("ppo")
         batch = cfg.env.num_envs * self.num_steps
