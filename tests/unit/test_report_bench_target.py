@@ -15,6 +15,7 @@ from rlperf.report.bench_section import bench_cells
 from rlperf.report.bench_target_section import (
     bench_sections,
     benches_compared,
+    distinct_names,
     target_console_lines,
     target_summaries,
 )
@@ -215,6 +216,18 @@ def test_benches_given_together_are_compared_preset_by_preset(tmp_path: Path) ->
     assert rows[3]["undecided"] == 4
     one = collect([default])
     assert benches_compared(one.benches, one, lambda *tables: list(tables)) is None
+
+
+def test_benches_in_folders_of_one_name_get_labels_that_tell_them_apart(tmp_path: Path) -> None:
+    monday = fake_target_bench(tmp_path / "monday")
+    tuesday = fake_target_bench(tmp_path / "tuesday")
+    col = collect([monday, tuesday])
+    section = benches_compared(col.benches, col, lambda *tables: list(tables))
+    assert section is not None
+    rows = [dict(zip(section.tables[0].headers, r, strict=True)) for r in section.tables[0].rows]
+    assert rows[0]["arm"] == "tuesday/bench: fast" and rows[0]["against"] == "monday/bench: fast"
+    assert distinct_names([Path("a/x"), Path("b/y")]) == ["x", "y"]
+    assert distinct_names([Path("same"), Path("same")]) == ["same", "same"]
 
 
 def test_the_figure_draws_each_seed_and_the_median(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from itertools import combinations, product
+from pathlib import Path
 from typing import Any
 
 from rlperf.report import bench_plots
@@ -225,11 +226,12 @@ def benches_compared(benches: list[BenchData], col: Collection, tables: Tables) 
     they share, when two or more benches ran to the same target (an arm run on another day
     against the recorded seeds of the default). None when there is nothing to compare."""
     by_target: dict[float, list[list[tuple[str, TargetSummary]]]] = {}
-    for bench in benches:
+    names = distinct_names([bench.path for bench in benches])
+    for bench, name in zip(benches, names, strict=True):
         target = bench_target(bench)
         if target is not None:
             summaries, _ = target_summaries(bench_cells(bench, col))
-            arms = [(f"{bench.path.name}: {s.preset}", s) for s in summaries]
+            arms = [(f"{name}: {s.preset}", s) for s in summaries]
             by_target.setdefault(target, []).append(arms)
     compared: dict[float, list[TargetComparison]] = {}
     for target, groups in by_target.items():
@@ -252,6 +254,16 @@ def benches_compared(benches: list[BenchData], col: Collection, tables: Tables) 
     for target, found in compared.items():
         sec.tables += tables(comparison_table(f"benches_compared_target{target:g}", found))
     return sec
+
+
+def distinct_names(paths: list[Path]) -> list[str]:
+    """Each path's last part, or as many of its last parts as tell it from the others
+    (``monday/bench`` and ``tuesday/bench``): a label that names one bench only."""
+    for depth in range(1, max((len(p.parts) for p in paths), default=0) + 1):
+        names = ["/".join(p.parts[-depth:]) for p in paths]
+        if len(set(names)) == len(names):
+            return names
+    return [str(p) for p in paths]  # the same folder given twice
 
 
 def _median_cells(m: CensoredMedian) -> list[Any]:
