@@ -8,7 +8,7 @@ fraction, explained variance, value loss, policy entropy and the raw advantages'
 it), and two early signs of a slow start (the policy's entropy around 60 k env steps and the
 mean game length around 150 k: a policy that collapsed onto a few actions before it could
 return a ball loses its games quickly), with the raw advantages' spread around 60 k (runs
-that record it).
+that record it), and where PPO's late phase (ppo.late_phase_return) began.
 One Markdown table, one row a run:
 
     python benchmarks/pong_climb.py runs/bench/pong-steps3.6M
@@ -126,6 +126,12 @@ def print_lead(rows: list[tuple[str, dict]], start: float, end: float, steps: fl
         print(f"- {n}: rho {rho:+.2f} (p {p:.2g}, n {len(pairs)})")
 
 
+def late_phase_start(records: list[dict]) -> str:
+    """The env steps of the first update in PPO's late phase (ppo.late_phase_return), or -."""
+    first = next((r for r in records if r.get("losses/late_phase") == 1.0), None)
+    return "-" if first is None else f"{first['timesteps_total'] / 1e3:,.0f} k"
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
@@ -153,6 +159,7 @@ def main() -> None:
         f"entropy {args.entropy_at / 1e3:g}k",
         f"adv_std {args.entropy_at / 1e3:g}k",
         f"game length {args.length_at / 1e3:g}k",
+        "late phase from",
         "ended",
     ]
     print("| " + " | ".join(head) + " |")
@@ -176,6 +183,7 @@ def main() -> None:
             fmt(near(records, "losses/entropy", args.entropy_at, 10e3)),
             fmt(near(records, "losses/advantage_std", args.entropy_at, 10e3)),
             fmt(near(records, "episode_len_mean", args.length_at, 10e3), 4),
+            late_phase_start(records),
             ended,
         ]
         print("| " + " | ".join(cells) + " |")
