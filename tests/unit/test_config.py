@@ -64,6 +64,7 @@ def run_cli(capsys, *argv):
         (["model.hidden_sizes=[-3]"], "model.hidden_sizes must be a non-empty list"),
         (["ppo.learning_rate=nan"], "ppo.learning_rate must be positive and finite, got nan"),
         (["ppo.gamma=nan"], "ppo.gamma must be between 0 and 1"),
+        (["ppo.late_phase_return=inf"], "ppo.late_phase_return must be a finite number, got inf"),
         pytest.param(
             ["runner.learner_device=cuda"],
             "torch sees no CUDA device",

@@ -50,6 +50,7 @@ POSITIVE = Range(0.0, low_closed=False, text="positive and finite")
 NON_NEGATIVE = Range(0.0, text="zero or positive")
 UNIT = Range(0.0, 1.0, high_closed=True, text="between 0 and 1")
 UNIT_ABOVE_ZERO = Range(0.0, 1.0, low_closed=False, high_closed=True, text="in (0, 1]")
+FINITE = Range(-math.inf, low_closed=False, text="a finite number")
 
 PositiveInt = Annotated[int, POSITIVE]
 PositiveFloat = Annotated[float, POSITIVE]
@@ -58,6 +59,8 @@ NonNegativeFloat = Annotated[float, NON_NEGATIVE]
 Fraction = Annotated[float, UNIT]
 """A probability, a discount or a share: 0 to 1, both ends included."""
 FractionAboveZero = Annotated[float, UNIT_ABOVE_ZERO]
+FiniteFloat = Annotated[float, FINITE]
+"""Any real number, signed (a return): only inf and nan are refused."""
 
 
 class Section:

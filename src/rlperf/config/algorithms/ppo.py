@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -10,6 +9,7 @@ from rlperf.config.choices import AdvantageScope
 from rlperf.config.section import (
     AlgorithmFacts,
     AlgorithmSection,
+    FiniteFloat,
     Fraction,
     FractionAboveZero,
     NonNegativeFloat,
@@ -65,7 +65,7 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
     """With anneal_ent_coef, the fraction of the budget over which the bonus falls to ent_coef_end (then holds it; exploration_fraction's idea): below 1, the policy sharpens while the learning rate is still high."""
     ent_coef_end: NonNegativeFloat = 0.0
     """With anneal_ent_coef, the bonus the annealing ends at (at most ent_coef): a floor that keeps some exploration after a short broad start."""
-    late_phase_return: float | None = None
+    late_phase_return: FiniteFloat | None = None
     """Start a late phase once the mean return of the last 100 games first reaches this (it then lasts to the run's end, checkpointed): the policy wins, and the broad, bold updates that found the winning play now shake it. Unset = no late phase."""
     late_phase_ent_coef: NonNegativeFloat | None = None
     """In the late phase, the entropy bonus's start value instead of ent_coef (with anneal_ent_coef still annealed to ent_coef_end, which it must not be below); unset = ent_coef throughout."""
@@ -98,10 +98,6 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
             raise ConfigError(
                 f"ppo.ent_coef_end ({self.ent_coef_end}) must not exceed ppo.ent_coef "
                 f"({self.ent_coef}): the bonus anneals down to it"
-            )
-        if self.late_phase_return is not None and not math.isfinite(self.late_phase_return):
-            raise ConfigError(
-                f"ppo.late_phase_return must be a finite return, got {self.late_phase_return}"
             )
         late_knobs = self.late_phase_ent_coef is not None or self.late_phase_lr_scale != 1.0
         if late_knobs and self.late_phase_return is None:
