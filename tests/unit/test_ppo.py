@@ -251,9 +251,41 @@ def test_the_late_phase_starts_at_the_return_and_holds():
     assert resumed.late_phase_since is None
 
 
+def test_the_late_phase_can_start_at_a_share_of_the_way_to_the_target():
+    cfg = PPOConfig(
+        num_steps=8, num_minibatches=2, late_phase_target_share=0.8, late_phase_lr_scale=0.5
+    )
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    algo = PPO(cfg, policy, seed=0)
+    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"))
+    # a high mean return alone does not start it: the share does
+    for env_steps, share, late in (
+        (32, None, 0.0),
+        (64, 0.79, 0.0),
+        (96, 0.8, 1.0),
+        (128, 0.1, 1.0),
+    ):
+        progress = Progress(0, env_steps, 1.0, mean_return_100=50.0, target_share=share)
+        metrics = algo.update(_rollout(), step, progress)
+        assert metrics["losses/late_phase"] == late
+        assert metrics["losses/learning_rate"] == pytest.approx(cfg.learning_rate * (1 - late / 2))
+    assert algo.late_phase_since == 96
+
+
+def test_a_late_phase_at_a_share_needs_the_target():
+    cfg = RunConfig()
+    cfg.ppo.late_phase_target_share = 0.8
+    with pytest.raises(ConfigError, match="late_phase_target_share needs stop.target_reward"):
+        cfg.ppo.check(cfg)
+    cfg.stop.target_reward = 17.0
+    cfg.ppo.check(cfg)
+
+
 @pytest.mark.parametrize(
     ("knobs", "match"),
     [
+        ({"late_phase_return": 10.0, "late_phase_target_share": 0.8}, "at most one of"),
         ({"late_phase_ent_coef": 0.001}, "need ppo.late_phase_return"),
         ({"late_phase_lr_scale": 0.5}, "need ppo.late_phase_return"),
         (

@@ -3,11 +3,14 @@ games and their EMA reach the target (source 003's criterion beside the usual on
 
 from pathlib import Path
 
+import pytest
+
 from rlperf.config.schema import RunConfig
 from rlperf.envs.base import EpisodeEnd
 from rlperf.telemetry.episodes import EpisodeStats
 from rlperf.training.resolve import resolve
 from rlperf.training.session import TrainingSession
+from rlperf.training.stop_criteria import target_share
 
 
 def session_with(
@@ -56,10 +59,30 @@ def test_schedules_run_down_the_step_budget_or_the_training_seconds(tmp_path):
     assert session._progress_at(0).fraction_left == 0.0
 
 
+def test_the_share_of_the_way_to_the_target_is_measured_from_the_first_100_games(tmp_path):
+    # Pong's scale: the first 100 games at -20 (first_mean), then 100 at 10: 30 of the 37
+    # points from -20 to the target 17
+    games = [-20.0] * 100 + [10.0] * 100
+    session = session_with(games, "mean100+ema", tmp_path)
+    assert session.stats.first_mean == -20.0
+    assert session._progress_at(0).target_share == pytest.approx(30 / 37)
+    assert session_with(games[:99], "mean100", tmp_path)._progress_at(0).target_share is None
+    # the first window is kept by a checkpoint; one written before it was kept has none
+    resumed = EpisodeStats()
+    resumed.load_state_dict(session.stats.state_dict())
+    assert resumed.first_mean == -20.0 and resumed.total == 200
+    old = session.stats.state_dict()
+    del old["first_mean"]
+    resumed = EpisodeStats()
+    resumed.load_state_dict(old)
+    assert target_share(resumed, 17.0) is None
+    # no target, or one the first games already met: no share
+    assert target_share(session.stats, None) is None
+    assert target_share(session.stats, -25.0) is None
+
+
 def test_the_session_reads_a_frozen_resolved_config(tmp_path):
     import dataclasses
-
-    import pytest
 
     session = session_with([], "mean100", tmp_path, total_timesteps=1000)
     assert session.cfg.model.name == "nature"  # auto resolved for the Atari default

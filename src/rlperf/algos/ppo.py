@@ -51,8 +51,9 @@ class PPO:
         self.base_lr = cfg.learning_rate
         """The learning rate before annealing: fixed, or adapted to the KL (lr_kl_target)."""
         self.late_phase_since: int | None = None
-        """Env steps at which the mean return of 100 games first reached
-        ``late_phase_return`` (None before, or without a late phase)."""
+        """Env steps at which the mean return of 100 games first reached the late phase's
+        start (``late_phase_return`` or ``late_phase_target_share``; None before, or without
+        a late phase)."""
         self.data_spec = DataSpec(kind="rollout", horizon=cfg.num_steps)
         self.settings = SurrogateSettings.of(cfg)
         # A private generator for minibatch shuffling: its state is checkpointed, so a
@@ -134,13 +135,17 @@ class PPO:
 
     def _in_late_phase(self, progress: Progress) -> bool:
         """Whether the late phase has begun, starting it when the mean return of the last
-        100 games first reaches ``late_phase_return``. It then holds to the end: a mean that
-        dips back on a bad stretch must not restore the early phase's bold updates."""
-        target = self.cfg.late_phase_return
-        if target is None:
+        100 games first reaches ``late_phase_return`` (or covers ``late_phase_target_share``
+        of the way to the target). It then holds to the end: a mean that dips back on a bad
+        stretch must not restore the early phase's bold updates."""
+        cfg = self.cfg
+        if cfg.late_phase_return is not None:
+            reached, start = progress.mean_return_100, cfg.late_phase_return
+        elif cfg.late_phase_target_share is not None:
+            reached, start = progress.target_share, cfg.late_phase_target_share
+        else:
             return False
-        mean = progress.mean_return_100
-        if self.late_phase_since is None and mean is not None and mean >= target:
+        if self.late_phase_since is None and reached is not None and reached >= start:
             self.late_phase_since = progress.env_steps
         return self.late_phase_since is not None
 

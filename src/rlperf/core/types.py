@@ -186,6 +186,10 @@ class Progress:
     mean_return_100: float | None = None
     """Mean return of the last 100 finished games, None before the 100th (or where the
     caller does not track games): what schedules keyed to the return compare against."""
+    target_share: float | None = None
+    """Share of the way from the run's first 100 games to ``stop.target_reward`` that the
+    mean of the last 100 has covered (None without a target or before the 100th game): the
+    return in the game's own scale."""
 
     def annealed(self, value: float, anneal: bool) -> float:
         """``value`` decayed linearly to 0 over the run's budget when ``anneal`` (CleanRL's

@@ -23,6 +23,9 @@ class EpisodeStats:
     """Rooms visited by each of the last 100 games that track rooms (Montezuma's Revenge)."""
     rooms_seen: set[int] = field(default_factory=set)
     """Every room any game of the run visited."""
+    first_mean: float | None = None
+    """Mean return of the run's first 100 games (None before the 100th): its score before it
+    had learned much, from which a share of the way to a target is measured."""
 
     def add(self, episodes: list[EpisodeEnd]) -> None:
         for ep in episodes:
@@ -34,6 +37,8 @@ class EpisodeStats:
                 else EMA_ALPHA * self.ema + (1 - EMA_ALPHA) * ep.episode_return
             )
             self.total += 1
+            if self.total == self.returns.maxlen:
+                self.first_mean = sum(self.returns) / self.total
             if ep.rooms is not None:
                 self.rooms_per_game.append(len(ep.rooms))
                 self.rooms_seen.update(ep.rooms)
@@ -68,6 +73,7 @@ class EpisodeStats:
             "total": self.total,
             "rooms_per_game": list(self.rooms_per_game),
             "rooms_seen": sorted(self.rooms_seen),
+            "first_mean": self.first_mean,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -77,3 +83,6 @@ class EpisodeStats:
         # Checkpoints written before rooms were tracked have neither key.
         self.rooms_per_game.extend(state.get("rooms_per_game", []))
         self.rooms_seen.update(state.get("rooms_seen", []))
+        # Checkpoints written before it was kept have none: a share of the way to a target
+        # stays undefined for such a run rather than measured from a later window.
+        self.first_mean = state.get("first_mean")

@@ -69,6 +69,7 @@ from rlperf.training.stop_criteria import (
     reach_of_this_target,
     reward_metric,
     stop_reason,
+    target_share,
 )
 
 
@@ -315,6 +316,7 @@ class TrainingSession:
             env_steps,
             self._fraction_left(env_steps),
             reward_metric(self.stats, "mean100"),
+            target_share(self.stats, self.cfg.stop.target_reward),
         )
 
     def _fraction_left(self, env_steps: int) -> float:

@@ -36,6 +36,20 @@ def reward_metric(stats: EpisodeStats, metric: str) -> float | None:
     return None if stats.ema is None else min(mean, stats.ema)
 
 
+def target_share(stats: EpisodeStats, target: float | None) -> float | None:
+    """How much of the way from the run's first 100 games to ``target`` the mean of the last
+    100 has covered (0 = no better than at first, 1 = at the target), or None without a
+    target, before the 100th game, or with a target not above the first games' mean.
+
+    A share is a game's own scale: a return of 10 is most of Pong's way from -21 to 17 and a
+    tenth of Breakout's to 100."""
+    mean = reward_metric(stats, "mean100")
+    first = stats.first_mean
+    if target is None or mean is None or first is None or target <= first:
+        return None
+    return (mean - first) / (target - first)
+
+
 def stop_reason(stop: StopConfig, at: Counters, reward: float | None) -> str | None:
     """The first ``stop.*`` criterion met (``reward``: :func:`reward_metric`), or None."""
     if stop.target_reward is not None and reward is not None and reward >= stop.target_reward:

@@ -67,6 +67,8 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
     """With anneal_ent_coef, the bonus the annealing ends at (at most ent_coef): a floor that keeps some exploration after a short broad start."""
     late_phase_return: FiniteFloat | None = None
     """Start a late phase once the mean return of the last 100 games first reaches this (it then lasts to the run's end, checkpointed): the policy wins, and the broad, bold updates that found the winning play now shake it. Unset = no late phase."""
+    late_phase_target_share: FractionAboveZero | None = None
+    """Instead of late_phase_return, a return in the game's own scale: start the late phase once the mean of 100 games has covered this share of the way from the run's first 100 games to stop.target_reward (which it needs). On Pong (first games at -20.6 to -18, target 17) 0.8 is a return of 9.5 to 10."""
     late_phase_ent_coef: NonNegativeFloat | None = None
     """In the late phase, the entropy bonus's start value instead of ent_coef (with anneal_ent_coef still annealed to ent_coef_end, which it must not be below); unset = ent_coef throughout."""
     late_phase_lr_scale: FractionAboveZero = 1.0
@@ -99,11 +101,22 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
                 f"ppo.ent_coef_end ({self.ent_coef_end}) must not exceed ppo.ent_coef "
                 f"({self.ent_coef}): the bonus anneals down to it"
             )
+        starts = [self.late_phase_return, self.late_phase_target_share]
+        if None not in starts:
+            raise ConfigError(
+                "set at most one of ppo.late_phase_return and ppo.late_phase_target_share "
+                "(both say when the late phase starts)"
+            )
         late_knobs = self.late_phase_ent_coef is not None or self.late_phase_lr_scale != 1.0
-        if late_knobs and self.late_phase_return is None:
+        if late_knobs and starts == [None, None]:
             raise ConfigError(
                 "ppo.late_phase_ent_coef / ppo.late_phase_lr_scale need ppo.late_phase_return "
-                "(the mean return of 100 games at which the late phase starts)"
+                "or ppo.late_phase_target_share (when the late phase starts)"
+            )
+        if self.late_phase_target_share is not None and cfg.stop.target_reward is None:
+            raise ConfigError(
+                "ppo.late_phase_target_share needs stop.target_reward (the share is of the "
+                "way to it); or give the return itself with ppo.late_phase_return"
             )
         if self.late_phase_ent_coef is not None and self.late_phase_ent_coef < self.ent_coef_end:
             raise ConfigError(
