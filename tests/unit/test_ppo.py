@@ -273,13 +273,28 @@ def test_the_late_phase_can_start_at_a_share_of_the_way_to_the_target():
     assert algo.late_phase_since == 96
 
 
-def test_a_late_phase_at_a_share_needs_the_target():
+def test_a_late_phase_at_a_share_without_a_target_never_starts():
     cfg = RunConfig()
     cfg.ppo.late_phase_target_share = 0.8
-    with pytest.raises(ConfigError, match="late_phase_target_share needs stop.target_reward"):
-        cfg.ppo.check(cfg)
-    cfg.stop.target_reward = 17.0
-    cfg.ppo.check(cfg)
+    cfg.ppo.late_phase_lr_scale = 0.5
+    cfg.ppo.check(cfg)  # accepted: a preset carries the key to games without a target
+    torch.manual_seed(0)
+    policy = build_model(ModelConfig(name="mlp"), (4,), 2)
+    algo = PPO(
+        PPOConfig(
+            num_steps=8, num_minibatches=2, late_phase_target_share=0.8, late_phase_lr_scale=0.5
+        ),
+        policy,
+        seed=0,
+    )
+    step = LocalGradientStep(policy, algo.optimizer_spec(), device=torch.device("cpu"))
+    # without a target the session reports no share (target_share is None), however high
+    # the return
+    for env_steps in (32, 64, 96):
+        progress = Progress(0, env_steps, 1.0, mean_return_100=50.0, target_share=None)
+        metrics = algo.update(_rollout(), step, progress)
+        assert metrics["losses/late_phase"] == 0.0
+    assert algo.late_phase_since is None
 
 
 @pytest.mark.parametrize(

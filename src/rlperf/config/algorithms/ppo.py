@@ -68,7 +68,7 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
     late_phase_return: FiniteFloat | None = None
     """Start a late phase once the mean return of the last 100 games first reaches this (it then lasts to the run's end, checkpointed): the policy wins, and the broad, bold updates that found the winning play now shake it. Unset = no late phase."""
     late_phase_target_share: FractionAboveZero | None = None
-    """Instead of late_phase_return, a return in the game's own scale: start the late phase once the mean of 100 games has covered this share of the way from the run's first 100 games to stop.target_reward (which it needs). On Pong (first games at -20.6 to -18, target 17) 0.8 is a return of 9.5 to 10."""
+    """Instead of late_phase_return, a return in the game's own scale: start the late phase once the mean of 100 games has covered this share of the way from the run's first 100 games to stop.target_reward; a run without a target has no late phase, so a preset can carry the key to every game. On Pong (first games at -20.6 to -18, target 17) 0.8 is a return of 9.5 to 10."""
     late_phase_ent_coef: NonNegativeFloat | None = None
     """In the late phase, the entropy bonus's start value instead of ent_coef (with anneal_ent_coef still annealed to ent_coef_end, which it must not be below); unset = ent_coef throughout."""
     late_phase_lr_scale: FractionAboveZero = 1.0
@@ -112,11 +112,6 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
             raise ConfigError(
                 "ppo.late_phase_ent_coef / ppo.late_phase_lr_scale need ppo.late_phase_return "
                 "or ppo.late_phase_target_share (when the late phase starts)"
-            )
-        if self.late_phase_target_share is not None and cfg.stop.target_reward is None:
-            raise ConfigError(
-                "ppo.late_phase_target_share needs stop.target_reward (the share is of the "
-                "way to it); or give the return itself with ppo.late_phase_return"
             )
         if self.late_phase_ent_coef is not None and self.late_phase_ent_coef < self.ent_coef_end:
             raise ConfigError(
