@@ -272,3 +272,21 @@ def test_a_bench_without_target_has_no_time_to_target(tmp_path: Path) -> None:
     assert [s.title for s in sections] == ["Benchmark fake-bench"]
     assert drawn and FIGURE not in drawn
     assert target_console_lines(bench, col) == []
+
+
+def test_benches_of_one_name_keep_their_own_files_in_a_report(tmp_path: Path) -> None:
+    # the same command run in two folders: both benches are named "fake-bench"
+    first = fake_target_bench(tmp_path, folder="first")
+    second = fake_target_bench(tmp_path, target=None, folder="second")
+    out = tmp_path / "report"
+    build_report([first, second], out)
+    page = (out / "index.html").read_text()
+    assert "Benchmark fake-bench__1-first: time to target 17" in page
+    assert "Benchmark fake-bench__2-second" in page
+    # the first's time to target is not overwritten by the second (which has no target)
+    assert (out / "bench_fake-bench__1-first_time_to_target.csv").is_file()
+    assert not (out / "bench_fake-bench__2-second_time_to_target.csv").exists()
+    assert (out / "bench_fake-bench__1-first_runs.csv").is_file()
+    assert (out / "bench_fake-bench__2-second_runs.csv").is_file()
+    assert not (out / "bench_fake-bench_runs.csv").exists()
+    assert [b.name for b in collect([first]).benches] == ["fake-bench"]  # alone: unchanged

@@ -185,10 +185,13 @@ class BenchData:
     path: Path
     spec: dict[str, Any]
     """``bench.json``: name, command, presets, games, seeds, budget_s, points."""
+    alias: str = ""
+    """Set by ``collect`` when another bench of the report has the same name."""
 
     @property
     def name(self) -> str:
-        return str(self.spec.get("name") or self.path.name)
+        """Names the bench's sections and table and figure files in a report."""
+        return self.alias or str(self.spec.get("name") or self.path.name)
 
     @property
     def command(self) -> str:
@@ -399,6 +402,15 @@ def collect(paths: list[Path]) -> Collection:
 def _unique_labels(col: Collection) -> None:
     """Labels name configurations in every figure: make them unique (prefix the sweep when
     several sweeps are mixed, then number what still collides)."""
+    # The same bench command run twice (say on two days) names both benches alike, and their
+    # files would overwrite each other's: number them and add their folders.
+    by_name: dict[str, list[BenchData]] = {}
+    for bench in col.benches:
+        by_name.setdefault(bench.name, []).append(bench)
+    for name, benches in by_name.items():
+        if len(benches) > 1:
+            for k, bench in enumerate(benches, 1):
+                bench.alias = f"{name}__{k}-{bench.path.name}"
     for items in (col.runs, col.inference):
         sweeps = {i.sweep for i in items}
         if len(sweeps) > 1:
