@@ -478,3 +478,16 @@ def test_an_engine_that_is_not_installed_is_refused_before_building(monkeypatch,
     assert code == 2 and err.count("\n") == 1
     assert "engine envpool needs the envpool package" in err and "rlperf[envpool]" in err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_rate_floor_for_the_schedule_needs_the_measured_clock():
+    cfg, _ = build_train_config(
+        ["stop.wall_time_s=600", "stop.anneal_over=wall_time_steps", "stop.anneal_min_sps=2400"]
+    )
+    validate(cfg)
+    assert cfg.stop.anneal_min_sps == 2400
+    with pytest.raises(
+        ConfigError,
+        match="stop.anneal_min_sps is read only with stop.anneal_over=wall_time_steps, not total_timesteps",
+    ):
+        validate(build_train_config(["stop.anneal_min_sps=2400"])[0])

@@ -73,3 +73,17 @@ def test_a_resumed_clock_continues_the_measured_budget_or_the_measurement():
 def test_the_other_clocks(clock, expected):
     assert clock.fraction_left(250, 4, 150.0) == pytest.approx(expected)
     assert clock.describe() == {"anneal_over": clock.anneal_over}
+
+
+@pytest.mark.parametrize(
+    ("min_sps", "rate_used", "source"), [(300.0, 300.0, "floor"), (150.0, 200.0, "measured")]
+)
+def test_a_rate_floor_lengthens_the_budget_of_a_slow_run_only(min_sps, rate_used, source):
+    clock = ScheduleClock("wall_time_steps", wall_time_s=100.0, min_sps=min_sps)
+    _run(clock, 1 + RATE_ITERATIONS, steps=100, seconds=0.5)  # measures 200 steps/s
+    done_s = (1 + RATE_ITERATIONS) * 0.5
+    assert clock.rate == 200.0  # the measurement itself is recorded as measured
+    assert clock.anneal_steps == (1 + RATE_ITERATIONS) * 100 + round(rate_used * (100 - done_s))
+    described = clock.describe()
+    assert described["min_sps"] == min_sps and described["budget_rate_from"] == source
+    assert described["measured_sps"] == 200.0

@@ -232,6 +232,8 @@ class StopConfig(Section):
     """The budget that linear schedules (anneal_lr, anneal_ent_coef) run down: total_timesteps (CleanRL; stop.iterations when no step budget is set), wall_time_s (seconds of training: the schedule ends at the deadline on any machine, but no run replays) or wall_time_steps (the env steps stop.wall_time_s buys at the rate measured over the first iterations, held at the start value meanwhile; recorded in the manifest, replayable with stop.anneal_steps)."""
     anneal_steps: PositiveInt | None = None
     """With anneal_over=wall_time_steps: the env steps the schedules run down over, instead of measuring them; give a run's manifest schedule.anneal_steps to replay it step for step."""
+    anneal_min_sps: PositiveFloat | None = None
+    """With anneal_over=wall_time_steps: the lowest env-steps-per-second rate the measured step budget is computed from (budget = stop.wall_time_s x max(measured rate, this)), so a slow machine or day does not shorten the schedule below what the budget buys at this rate; the schedule may then end after the deadline."""
 
 
 @dataclass

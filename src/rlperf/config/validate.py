@@ -98,6 +98,11 @@ def validate(cfg: RunConfig) -> None:
             "stop.anneal_over=wall_time_steps measures one learner's rate; with "
             "runner.num_learners > 1 give the budget as stop.anneal_steps"
         )
+    if stop.anneal_min_sps is not None and stop.anneal_over != "wall_time_steps":
+        raise ConfigError(
+            f"stop.anneal_min_sps is read only with stop.anneal_over=wall_time_steps, not "
+            f"{stop.anneal_over}"
+        )
     if stop.anneal_steps is not None and stop.anneal_over != "wall_time_steps":
         raise ConfigError(
             f"stop.anneal_steps is read only with stop.anneal_over=wall_time_steps, not "

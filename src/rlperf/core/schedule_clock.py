@@ -13,7 +13,9 @@ Three clocks, chosen by ``stop.anneal_over``:
   over the run's first iterations. The schedule holds at its start value while the rate is
   measured (a fixed number of iterations, so the hold is the same in every run), then runs
   down over env steps; the budget is recorded in the manifest and the checkpoint, and
-  giving it back as ``stop.anneal_steps`` replays the run step for step.
+  giving it back as ``stop.anneal_steps`` replays the run step for step. With
+  ``stop.anneal_min_sps`` the rate is never taken below that floor, so a slow day does not
+  shorten the schedule (it may then end after the deadline).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class ScheduleClock:
     """Iterations left out of the rate (allocator, kernel selection, first-game resets)."""
     anneal_steps: int | None = None
     """The env-step budget of ``wall_time_steps``: given (a replay) or measured."""
+    min_sps: float | None = None
+    """The floor on the rate the budget is computed from (``stop.anneal_min_sps``)."""
     measured_steps: int = 0
     measured_seconds: float = 0.0
     measured_iterations: int = 0
@@ -81,13 +85,24 @@ class ScheduleClock:
             return False
         # The steps the run will have reached at its deadline at the measured rate.
         remaining_s = max((self.wall_time_s or 0.0) - time_total_s, 0.0)
-        self.anneal_steps = max(env_steps + round(self.rate * remaining_s), env_steps + 1)
+        self.anneal_steps = max(env_steps + round(self.budget_rate * remaining_s), env_steps + 1)
         return True
 
     @property
     def rate(self) -> float:
         """Env steps per second of training over the rate iterations (0 before any)."""
         return self.measured_steps / self.measured_seconds if self.measured_seconds > 0 else 0.0
+
+    @property
+    def budget_rate(self) -> float:
+        """The rate the step budget is computed from: the measured one, or the floor when
+        the measured one is below it."""
+        return max(self.rate, self.min_sps or 0.0)
+
+    @property
+    def budget_rate_from(self) -> str:
+        """``floor`` when ``stop.anneal_min_sps`` set the step budget, else ``measured``."""
+        return "floor" if self.min_sps and self.rate < self.min_sps else "measured"
 
     def describe(self) -> dict[str, Any]:
         """The schedule's budget for the manifest: what a replay needs to give back."""
@@ -98,6 +113,8 @@ class ScheduleClock:
                 anneal_steps_from="config" if self.given else "measured",
                 held_iterations=self.warmup_iterations + RATE_ITERATIONS,
                 measured_sps=round(self.rate, 1) if self.measured_seconds else None,
+                min_sps=self.min_sps,
+                budget_rate_from=None if self.given else self.budget_rate_from,
                 measured_iterations=self.measured_iterations,
                 replay_with=(
                     f"stop.anneal_steps={self.anneal_steps}" if self.anneal_steps else None

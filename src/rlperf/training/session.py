@@ -189,6 +189,7 @@ class TrainingSession:
             wall_time_s=stop.wall_time_s,
             warmup_iterations=self.cfg.telemetry.warmup_iterations,
             anneal_steps=stop.anneal_steps,
+            min_sps=stop.anneal_min_sps,
         )
         """What the schedules count down (a measured step budget lives here and in checkpoints)."""
         self.world_size = self.cfg.runner.num_learners if rank is not None else 1
