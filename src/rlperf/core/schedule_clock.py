@@ -83,7 +83,7 @@ class ScheduleClock:
         self.measured_iterations += 1
         if self.holding or self.given:
             return False
-        # The steps the run will have reached at its deadline at the measured rate.
+        # The steps the run will have reached at its deadline at the measured rate (or the floor).
         remaining_s = max((self.wall_time_s or 0.0) - time_total_s, 0.0)
         self.anneal_steps = max(env_steps + round(self.budget_rate * remaining_s), env_steps + 1)
         return True
