@@ -102,7 +102,7 @@ class ScheduleClock:
     @property
     def budget_rate_from(self) -> str:
         """``floor`` when ``stop.anneal_min_sps`` set the step budget, else ``measured``."""
-        return "floor" if self.min_sps and self.rate < self.min_sps else "measured"
+        return "floor" if self.budget_rate > self.rate else "measured"
 
     def describe(self) -> dict[str, Any]:
         """The schedule's budget for the manifest: what a replay needs to give back."""
