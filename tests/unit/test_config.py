@@ -11,7 +11,13 @@ import torch
 import yaml
 
 from rlperf.cli import build_train_config, main
-from rlperf.config.load import dump_run_config, field_docs, load_preset, parse_cpu_list
+from rlperf.config.load import (
+    available_presets,
+    dump_run_config,
+    field_docs,
+    load_preset,
+    parse_cpu_list,
+)
 from rlperf.config.schema import PPOConfig, RunConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
@@ -205,6 +211,7 @@ def test_atari_fast_is_the_documented_recipe():
         "runner.precision": "auto",
         "stop.wall_time_s": 1500,
         "stop.anneal_over": "wall_time_steps",
+        "stop.anneal_min_sps": 2400,
         "stop.target_reward_metric": "mean100+ema",
     }
     for key, value in changed.items():
@@ -213,6 +220,13 @@ def test_atari_fast_is_the_documented_recipe():
         setattr(getattr(base, section), name, value)
     assert cfg == base  # nothing else differs from CleanRL's recipe, and no game is named
     assert cfg.env.id == "ALE/Breakout-v5" and cfg.stop.target_reward is None
+
+
+@pytest.mark.parametrize("name", available_presets())
+def test_every_shipped_preset_passes_validation(name):
+    # A key added to a preset reaches every preset that extends it: atari-fast's rate floor is
+    # refused under atari-fast-gpu's schedules over seconds unless that preset drops it.
+    validate(build_train_config(["--preset", name])[0])
 
 
 def test_extends_merges_presets():
