@@ -3,7 +3,8 @@
 For every run directory under the given paths (a bench directory, a run directory, or a
 folder of either): the env steps at which the mean of the last 100 games first reached
 each level, and what the learner did during the climb from 0 to 17 (the learning rate,
-entropy bonus and the policy's entropy where the climb starts; the mean approximate KL, clip
+entropy bonus and the policy's entropy where the climb starts, the entropy where it ends or
+the run stopped short of it; the mean approximate KL, clip
 fraction, explained variance, value loss, policy entropy and the raw advantages' spread over
 it), and two early signs of a slow start (the policy's entropy around 60 k env steps and the
 mean game length around 150 k: a policy that collapsed onto a few actions before it could
@@ -67,6 +68,9 @@ def climb(records: list[dict], start: float, end: float) -> dict[str, float | No
         # The window's mean entropy leans on its length (a long climb spends longer with a
         # sharper policy), so the policy's breadth where the climb begins is shown apart.
         "entropy_at_start": near(records, "losses/entropy", first["timesteps_total"], 30e3),
+        # Where the climb ends (or the run, if it never did): a policy that narrowed on a
+        # plateau shows here, where the window's mean would blur it.
+        "entropy_at_end": near(records, "losses/entropy", last["timesteps_total"], 30e3),
     }
     return {**out, **means(window, CLIMB_KEYS)}
 
@@ -155,6 +159,7 @@ def main() -> None:
         "lr",
         "ent_coef",
         f"entropy at {start:g}",
+        f"entropy at {end:g} or end",
         *CLIMB_KEYS,
         f"entropy {args.entropy_at / 1e3:g}k",
         f"adv_std {args.entropy_at / 1e3:g}k",
@@ -179,6 +184,7 @@ def main() -> None:
             fmt(figures.get("lr")),
             fmt(figures.get("ent_coef")),
             fmt(figures.get("entropy_at_start")),
+            fmt(figures.get("entropy_at_end")),
             *(fmt(figures.get(k)) for k in CLIMB_KEYS),
             fmt(near(records, "losses/entropy", args.entropy_at, 10e3)),
             fmt(near(records, "losses/advantage_std", args.entropy_at, 10e3)),
