@@ -1,7 +1,8 @@
 """A run whose schedules follow env steps replays: the step budget that
 stop.anneal_over=wall_time_steps measured, given back as stop.anneal_steps, gives the same
 run update for update, and a late phase keyed to the return (which starts where the mean
-of 100 games first reaches it) starts at the same update of the replay."""
+of 100 games first reaches it) starts at the same update of the replay. Below the rate floor
+(stop.anneal_min_sps) two runs of a seed agree without being given the budget."""
 
 import json
 
@@ -67,3 +68,17 @@ def test_a_measured_step_budget_replays_the_run(runs_root):
         assert [r[key] for r in a] == [r[key] for r in b], key
     wa, wb = _weights(measured), _weights(replay)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_below_the_rate_floor_two_runs_of_a_seed_agree(runs_root):
+    floor = "stop.anneal_min_sps=1000000"  # far above any machine's CartPole rate
+    first, second = (_train(runs_root, name, floor) for name in ("floor-1", "floor-2"))
+    for run in (first, second):
+        schedule = json.loads((run / "manifest.json").read_text())["schedule"]
+        assert schedule["budget_rate_from"] == "floor"
+        assert schedule["anneal_steps"] == 600 * 1_000_000  # stop.wall_time_s at the floor
+    a, b = read_metrics(first), read_metrics(second)
+    for key in ("losses/learning_rate", "losses/policy_loss", "losses/value_loss"):
+        assert [r[key] for r in a] == [r[key] for r in b], key
+    wa, wb = _weights(first), _weights(second)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -75,15 +75,31 @@ def test_the_other_clocks(clock, expected):
     assert clock.describe() == {"anneal_over": clock.anneal_over}
 
 
+# The steps of the rate iterations, then 200 steps/s for the rest of a 100 s deadline.
+MEASURED_BUDGET = (1 + RATE_ITERATIONS) * 100 + round(200 * (100 - (1 + RATE_ITERATIONS) * 0.5))
+
+
 @pytest.mark.parametrize(
-    ("min_sps", "rate_used", "source"), [(300.0, 300.0, "floor"), (150.0, 200.0, "measured")]
+    ("min_sps", "budget", "source"),
+    [(300.0, 300 * 100, "floor"), (150.0, MEASURED_BUDGET, "measured")],
 )
-def test_a_rate_floor_lengthens_the_budget_of_a_slow_run_only(min_sps, rate_used, source):
+def test_a_rate_floor_lengthens_the_budget_of_a_slow_run_only(min_sps, budget, source):
     clock = ScheduleClock("wall_time_steps", wall_time_s=100.0, min_sps=min_sps)
     _run(clock, 1 + RATE_ITERATIONS, steps=100, seconds=0.5)  # measures 200 steps/s
-    done_s = (1 + RATE_ITERATIONS) * 0.5
     assert clock.rate == 200.0  # the measurement itself is recorded as measured
-    assert clock.anneal_steps == (1 + RATE_ITERATIONS) * 100 + round(rate_used * (100 - done_s))
+    assert clock.anneal_steps == budget
     described = clock.describe()
     assert described["min_sps"] == min_sps and described["budget_rate_from"] == source
     assert described["measured_sps"] == 200.0
+
+
+def test_every_run_slower_than_the_floor_gets_the_same_budget():
+    """The rate iterations of two runs never take the same seconds; below the floor their
+    budgets (and so their schedules) are still one number."""
+    budgets = set()
+    for seconds in (0.5, 0.61, 0.9):  # 200, ~164 and ~111 steps/s against a floor of 300
+        clock = ScheduleClock("wall_time_steps", wall_time_s=100.0, min_sps=300.0)
+        _run(clock, 1 + RATE_ITERATIONS, steps=100, seconds=seconds)
+        budgets.add(clock.anneal_steps)
+        assert clock.describe()["budget_rate_from"] == "floor"
+    assert budgets == {30_000}

@@ -233,7 +233,7 @@ class StopConfig(Section):
     anneal_steps: PositiveInt | None = None
     """With anneal_over=wall_time_steps: the env steps the schedules run down over, instead of measuring them; give a run's manifest schedule.anneal_steps to replay it step for step."""
     anneal_min_sps: PositiveFloat | None = None
-    """With anneal_over=wall_time_steps: the lowest env-steps-per-second rate the measured step budget is computed from (budget = stop.wall_time_s x max(measured rate, this)), so a slow machine or day does not shorten the schedule below what the budget buys at this rate; the schedule may then end after the deadline."""
+    """With anneal_over=wall_time_steps: the lowest env-steps-per-second rate the measured step budget is computed from (budget = stop.wall_time_s x max(measured rate, this)), so a slow machine or day does not shorten the schedule below what the budget buys at this rate; the schedule may then end after the deadline. Every run slower than this gets the same budget, so there a seed replays without stop.anneal_steps."""
 
 
 @dataclass

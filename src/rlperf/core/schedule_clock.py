@@ -14,8 +14,10 @@ Three clocks, chosen by ``stop.anneal_over``:
   measured (a fixed number of iterations, so the hold is the same in every run), then runs
   down over env steps; the budget is recorded in the manifest and the checkpoint, and
   giving it back as ``stop.anneal_steps`` replays the run step for step. With
-  ``stop.anneal_min_sps`` the rate is never taken below that floor, so a slow day does not
-  shorten the schedule (it may then end after the deadline).
+  ``stop.anneal_min_sps`` the budget is never below what the whole deadline buys at that
+  floor, so a slow day does not shorten the schedule (it may then end after the deadline),
+  and every run slower than the floor gets the same budget: there a seed replays a run
+  without being given it.
 """
 
 from __future__ import annotations
@@ -83,9 +85,10 @@ class ScheduleClock:
         self.measured_iterations += 1
         if self.holding or self.given:
             return False
-        # The steps the run will have reached at its deadline at the measured rate (or the floor).
+        # The steps the run will have reached at its deadline at the measured rate.
         remaining_s = max((self.wall_time_s or 0.0) - time_total_s, 0.0)
-        self.anneal_steps = max(env_steps + round(self.budget_rate * remaining_s), env_steps + 1)
+        measured = env_steps + round(self.rate * remaining_s)
+        self.anneal_steps = max(measured, self.floor_steps, env_steps + 1)
         return True
 
     @property
@@ -94,15 +97,18 @@ class ScheduleClock:
         return self.measured_steps / self.measured_seconds if self.measured_seconds > 0 else 0.0
 
     @property
-    def budget_rate(self) -> float:
-        """The rate the step budget is computed from: the measured one, or the floor when
-        the measured one is below it."""
-        return max(self.rate, self.min_sps or 0.0)
+    def floor_steps(self) -> int:
+        """The env steps the whole deadline buys at ``stop.anneal_min_sps`` (0 without one).
+
+        Taken over the whole deadline rather than the seconds left after the rate iterations,
+        whose length varies by milliseconds from run to run: a budget set by the floor is then
+        the same number in every run, and so is the schedule."""
+        return round((self.min_sps or 0.0) * (self.wall_time_s or 0.0))
 
     @property
     def budget_rate_from(self) -> str:
         """``floor`` when ``stop.anneal_min_sps`` set the step budget, else ``measured``."""
-        return "floor" if self.budget_rate > self.rate else "measured"
+        return "floor" if self.floor_steps and self.anneal_steps == self.floor_steps else "measured"
 
     def describe(self) -> dict[str, Any]:
         """The schedule's budget for the manifest: what a replay needs to give back."""
