@@ -206,7 +206,7 @@ def test_atari_fast_is_the_documented_recipe():
         "ppo.vf_clip_coef": None,
         "ppo.vf_coef": 1.0,
         "ppo.late_phase_target_share": 0.8,
-        "ppo.late_phase_ent_coef": 0.001,
+        "ppo.late_phase_ent_coef": 0.003,
         "ppo.late_phase_lr_scale": 0.5,
         "runner.precision": "auto",
         "stop.wall_time_s": 1500,
