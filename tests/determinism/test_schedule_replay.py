@@ -40,6 +40,18 @@ def _train(runs_root, name, *extra):
     return runs_root / name
 
 
+LOSSES = ("losses/learning_rate", "losses/policy_loss", "losses/value_loss")
+
+
+def _assert_same_run(first, second, keys):
+    """The two runs recorded the same ``keys`` at every iteration and end with the same weights."""
+    a, b = read_metrics(first), read_metrics(second)
+    for key in keys:
+        assert [r[key] for r in a] == [r[key] for r in b], key
+    wa, wb = _weights(first), _weights(second)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
 def test_a_measured_step_budget_replays_the_run(runs_root):
     measured = _train(runs_root, "measured")
     schedule = json.loads((measured / "manifest.json").read_text())["schedule"]
@@ -50,7 +62,7 @@ def test_a_measured_step_budget_replays_the_run(runs_root):
     replay = _train(runs_root, "replay", f"stop.anneal_steps={budget}")
     assert json.loads((replay / "manifest.json").read_text())["schedule"]["anneal_steps"] == budget
 
-    a, b = read_metrics(measured), read_metrics(replay)
+    a = read_metrics(measured)
     rates = [r["losses/learning_rate"] for r in a]
     assert len(set(rates[:HELD])) == 1  # held while the rate was measured
     assert rates[HELD] < rates[0] and rates[-1] < rates[HELD]  # then annealed over env steps
@@ -58,16 +70,7 @@ def test_a_measured_step_budget_replays_the_run(runs_root):
     start = late.index(1.0)
     assert start > 0 and set(late[start:]) == {1.0}  # the late phase begins and holds
     assert 0.45 < rates[start] / rates[start - 1] <= 0.5  # at half the rate
-    replayed = (
-        "losses/learning_rate",
-        "losses/policy_loss",
-        "losses/value_loss",
-        "losses/late_phase",
-    )
-    for key in replayed:
-        assert [r[key] for r in a] == [r[key] for r in b], key
-    wa, wb = _weights(measured), _weights(replay)
-    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    _assert_same_run(measured, replay, (*LOSSES, "losses/late_phase"))
 
 
 def test_below_the_rate_floor_two_runs_of_a_seed_agree(runs_root):
@@ -77,8 +80,4 @@ def test_below_the_rate_floor_two_runs_of_a_seed_agree(runs_root):
         schedule = json.loads((run / "manifest.json").read_text())["schedule"]
         assert schedule["budget_rate_from"] == "floor"
         assert schedule["anneal_steps"] == 600 * 1_000_000  # stop.wall_time_s at the floor
-    a, b = read_metrics(first), read_metrics(second)
-    for key in ("losses/learning_rate", "losses/policy_loss", "losses/value_loss"):
-        assert [r[key] for r in a] == [r[key] for r in b], key
-    wa, wb = _weights(first), _weights(second)
-    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    _assert_same_run(first, second, LOSSES)
