@@ -2,10 +2,10 @@
 
 Arms that differ only after some point of a run (PPO's late phase, say) and share a fixed
 schedule run the same updates until then; this prints, per seed found in both folders, the
-first iteration whose policy loss differs, the env steps at which the first arm's late phase
-began (``ppo.late_phase_return``), each run's env steps to the mean-of-100 levels, where it
-stopped and why, the env steps from the late phase to the stop, and the policy's entropy
-over the last 30 k env steps:
+first iteration whose policy loss differs, then for each run its env steps to the
+mean-of-100 levels, where it stopped and why, where its own late phase began (PPO's
+``ppo.late_phase_*``; arms may start it at different points) and the env steps from there to
+the stop, and the policy's entropy over the last 30 k env steps:
 
     python benchmarks/pong_pairs.py docs/bench-pong-spread/bench-xeon-horizon/runs \
         docs/bench-pong-spread/bench-pong-lateent-cand/runs --first-prefix atari-fast-anneal3.6M
@@ -38,16 +38,22 @@ def by_seed(folder: Path, prefix: str | None) -> dict[str, Path]:
     }
 
 
-def describe(records: list[dict], run: Path, late_from: int) -> str:
+def describe(records: list[dict], run: Path) -> str:
     manifest = json.loads((run / "manifest.json").read_text())
     reached = [first_reaching(records, level) for level in LEVELS]
     levels = "/".join("-" if r is None else f"{r['timesteps_total'] / 1e3:,.0f}" for r in reached)
     stop = records[-1]["timesteps_total"]
     entropy = near(records, "losses/entropy", stop, 30e3)
+    late = next((r for r in records if r.get("losses/late_phase") == 1.0), None)
+    late_phase = (
+        "no late phase"
+        if late is None
+        else f"late phase from {late['timesteps_total'] / 1e3:,.0f} k (iteration "
+        f"{late['iteration']}), {(stop - late['timesteps_total']) / 1e3:,.0f} k to the stop"
+    )
     return (
         f"{run.name}: levels {levels} k, stopped at {stop / 1e3:,.0f} k "
-        f"({manifest.get('stop_reason')}), late phase to stop {(stop - late_from) / 1e3:,.0f} k, "
-        f"entropy at the end {entropy:.2f}"
+        f"({manifest.get('stop_reason')}), {late_phase}, entropy at the end {entropy:.2f}"
     )
 
 
@@ -70,13 +76,9 @@ def main() -> None:
             ),
             None,
         )
-        late = next((r for r in a if r.get("losses/late_phase") == 1.0), a[-1])
-        print(
-            f"{seed}: parted at iteration {parted}; the first arm's late phase from iteration "
-            f"{late['iteration']} ({late['timesteps_total'] / 1e3:,.0f} k)"
-        )
-        print("  " + describe(a, firsts[seed], late["timesteps_total"]))
-        print("  " + describe(b, seconds[seed], late["timesteps_total"]))
+        print(f"{seed}: parted at iteration {parted}")
+        print("  " + describe(a, firsts[seed]))
+        print("  " + describe(b, seconds[seed]))
 
 
 if __name__ == "__main__":
