@@ -155,6 +155,8 @@ def test_killed_bench_resumes_without_rerunning_and_reports(
         (["--target", "nan"], "--target must be a finite number, got 'nan'"),
         (["--target=-inf"], "--target must be a finite number, got '-inf'"),
         (["--target", "seventeen"], "--target must be a number, got 'seventeen'"),
+        (["--start-seed", "-1"], "--start-seed must be an integer >= 0, got -1"),
+        (["--start-seed", "nine"], "--start-seed must be an integer >= 0, got 'nine'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -213,3 +215,22 @@ def test_parallel_runs_each_get_their_own_cpus(tmp_path: Path) -> None:
     assert pins == expected  # two disjoint shares, one per run
     for r in running:
         assert "OMP_NUM_THREADS=1" in r["command"]  # the points set torch_threads=1
+
+
+def test_start_seed_runs_the_seeds_from_it_in_a_directory_of_their_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _bench_args(tmp_path)
+    first, rest = _parser().parse_known_args(args[1:])
+    later, _ = _parser().parse_known_args([*args[1:], "--start-seed", "9"])
+    plan, more = plan_from_args(first), plan_from_args(later)
+    assert plan.seeds == [1, 2] and more.seeds == [9, 10]
+    assert sorted({p["seed"] for p in more.points().values()}) == [9, 10]
+    # The points keep the usual names, so seed 9 pairs with seed 9 of another bench.
+    assert "cartpole__CartPole-v1__s9" in more.points()
+    assert more.name == f"{plan.name}__from-s9"  # its default directory is not seeds 1..N's
+    points = plan_points(more.spec(), config_overrides(rest), Machine.detect())
+    assert sorted(p.cfg.seed for p in points) == [9, 9, 10, 10]
+    assert main([*args[: -len(TINY)], "--start-seed", "9", "--list", *TINY]) == 0
+    listed = capsys.readouterr().out
+    assert "cartpole__CartPole-v1__s10: runs" in listed and "__s1:" not in listed

@@ -193,12 +193,19 @@ def _parser() -> ArgumentParser:
         "example: rlperf bench --presets atari-fast,cleanrl-atari --suite atari5 --seeds 3 "
         "--minutes 10\n"
         "time to target: rlperf bench --presets atari-fast --suite ALE/Pong-v5 --seeds 8 "
-        "--minutes 15 --target 17",
+        "--minutes 15 --target 17\n"
+        "eight more seeds of it: the same with --start-seed 9",
         allow_abbrev=False,
     )
     p.add_argument("--presets", required=True, metavar="LIST", help="presets or .yaml files")
     p.add_argument("--suite", required=True, metavar="SUITE", help="a suite name or env ids")
-    p.add_argument("--seeds", default="3", metavar="N", help="seeds 1..N per game (default 3)")
+    p.add_argument("--seeds", default="3", metavar="N", help="N seeds per game (default 3)")
+    p.add_argument(
+        "--start-seed",
+        default="1",
+        metavar="K",
+        help="the first seed: seeds K..K+N-1 (default 1)",
+    )
     p.add_argument("--minutes", required=True, metavar="M", help="training minutes per run")
     p.add_argument(
         "--target",
@@ -222,6 +229,8 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     if not math.isfinite(minutes):
         raise UserInputError(f"--minutes must be a finite number, got {args.minutes!r}")
     seeds = int_flag("--seeds", args.seeds) or 1
+    start_seed = int_flag("--start-seed", args.start_seed, minimum=0)
+    assert start_seed is not None
     parallel = int_flag("--parallel", args.parallel) or 1
     target = finite_float_flag("--target", args.target)
     CpuShares.check(parallel)
@@ -231,12 +240,16 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         # Runs that stop at a target are another experiment than runs to the budget: by
         # default they go to their own directory, not into (and refused by) the other one.
         name = _label(f"{name}__target{target:g}")
+    if start_seed != 1:
+        # Another set of seeds is another sample: its report should not drop seeds 1..N
+        # of the same bench by sharing (and rewriting) its directory.
+        name = _label(f"{name}__from-s{start_seed}")
     return BenchPlan(
         name,
         presets,
         args.suite,
         games,
-        list(range(1, seeds + 1)),
+        list(range(start_seed, start_seed + seeds)),
         minutes * 60,
         parallel,
         target,
