@@ -1,0 +1,118 @@
+"""Branches forked from one checkpoint: how long each took to leave a stall.
+
+A run resumed with another seed (``rlperf train --resume DIR --seed K``) forks at its
+checkpoint: the weights, optimizer and counters are the checkpoint's, the draws after it
+come from K (the manifest's ``branches`` says where). This prints, for every run folder
+given (or found under a folder given), where it forked, the mean of 100 games there, and
+the env steps from the fork to the first update of PPO's late phase (``ppo.late_phase_*``),
+or where the branch stopped without one; then the median of each group of branches (the
+group is the folder name up to its last ``-``: ``fork-s14-ent0.02-101`` is in
+``fork-s14-ent0.02``). A run resumed with its own seed has no fork in its manifest; it is read
+from the branches' fork point (the same checkpoint; its games restart, as on any resume, so it
+tells what the restart alone does). With ``--original RUN`` the unforked run's own late phase is printed
+against the same fork point:
+
+    python benchmarks/pong_forks.py docs/bench-pong-spread/bench-pong-stall-forks/runs \
+        --original docs/bench-pong-spread/bench-pong-lateent-cand/runs/atari-fast-minsps2400-lateent0.003__ALE-Pong-v5__s14
+
+Reads metrics.jsonl and manifest.json only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+
+def records(run: Path) -> list[dict]:
+    """The run's iteration records."""
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def late_phase_start(rows: list[dict]) -> int | None:
+    """Env steps at the first record of the late phase (None: the run never began it)."""
+    return next((r["timesteps_total"] for r in rows if r.get("losses/late_phase") == 1.0), None)
+
+
+def mean100_at(rows: list[dict], env_steps: int) -> float | None:
+    """The mean of the last 100 games at the record nearest ``env_steps``."""
+    row = min(rows, key=lambda r: abs(r["timesteps_total"] - env_steps))
+    return row.get("episode_reward_mean")
+
+
+def branch_line(run: Path, resumed_at: int | None) -> tuple[str, int | None, str]:
+    """(group, env steps from the fork to the late phase or None, the printed line). A run
+    without a fork in its manifest was resumed with its own seed: ``resumed_at`` is where."""
+    manifest = json.loads((run / "manifest.json").read_text())
+    forks = manifest.get("branches") or []
+    rows = records(run)
+    if forks:
+        at, how = (
+            int(forks[-1]["env_steps"]),
+            f"seed {forks[-1]['from_seed']} -> {forks[-1]['seed']}",
+        )
+    elif resumed_at is not None:
+        at, how = resumed_at, f"resumed with its own seed {manifest.get('seed')}"
+    else:
+        return "", None, f"{run.name}: not a branch (no fork in its manifest)"
+    late = late_phase_start(rows)
+    head = f"{run.name}: from {at / 1e3:,.0f} k ({how}, mean of 100 {mean100_at(rows, at):.2f}), "
+    group = run.name.rsplit("-", 1)[0]
+    if late is None or late <= at:
+        end = rows[-1]["timesteps_total"]
+        return (
+            group,
+            None,
+            head + f"no late phase by {end / 1e3:,.0f} k ({manifest.get('stop_reason')})",
+        )
+    return (
+        group,
+        late - at,
+        head + f"late phase at {late / 1e3:,.0f} k, {(late - at) / 1e3:,.0f} k after",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "folders", nargs="+", type=Path, help="branch run folders, or folders of them"
+    )
+    parser.add_argument("--original", type=Path, help="the unforked run, for its own late phase")
+    parser.add_argument(
+        "--resumed-at",
+        type=int,
+        help="where runs without a fork resumed (default: the branches' fork point, if one)",
+    )
+    args = parser.parse_args()
+    runs: list[Path] = []
+    for folder in args.folders:
+        if (folder / "manifest.json").exists():
+            runs.append(folder)
+        else:
+            runs += sorted(d for d in folder.iterdir() if (d / "manifest.json").exists())
+    manifests = {run: json.loads((run / "manifest.json").read_text()) for run in runs}
+    fork_points = {m["branches"][-1]["env_steps"] for m in manifests.values() if m.get("branches")}
+    resumed_at = args.resumed_at or (next(iter(fork_points)) if len(fork_points) == 1 else None)
+    groups: dict[str, list[int | None]] = {}
+    for run in runs:
+        group, steps, line = branch_line(run, resumed_at)
+        print(line)
+        if group:
+            groups.setdefault(group, []).append(steps)
+    for group, steps in groups.items():
+        left = [s for s in steps if s is not None]
+        median = (
+            f"{statistics.median(left) / 1e3:,.0f} k" if len(left) == len(steps) else "not all left"
+        )
+        print(f"{group}: {len(steps)} branch(es), median {median} from the fork to the late phase")
+    if args.original:
+        late = late_phase_start(records(args.original))
+        for at in sorted(fork_points):
+            gap = "never" if late is None else f"{(late - at) / 1e3:,.0f} k after {at / 1e3:,.0f} k"
+            print(f"{args.original.name} (unforked): late phase {gap}")
+
+
+if __name__ == "__main__":
+    main()
