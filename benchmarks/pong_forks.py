@@ -88,6 +88,8 @@ def main() -> None:
     args = parser.parse_args()
     runs: list[Path] = []
     for folder in args.folders:
+        if not folder.is_dir():
+            continue  # a shell glob's log files beside the run folders
         if (folder / "manifest.json").exists():
             runs.append(folder)
         else:
