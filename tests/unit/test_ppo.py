@@ -157,6 +157,44 @@ def test_adaptive_learning_rate_follows_the_kl_and_is_checkpointed(kl_target, fa
     assert resumed.base_lr == pytest.approx(cfg.learning_rate * factor**2)
 
 
+def test_a_resume_that_changes_the_rate_or_kl_coefficient_uses_the_new_values():
+    # `rlperf train --resume DIR ppo.learning_rate=...` once trained on at the saved rate.
+    torch.manual_seed(0)
+    cfg = PPOConfig(num_steps=8, num_minibatches=2, kl_coeff=0.2, kl_penalty_target=1e-9)
+    algo = PPO(cfg, build_model(ModelConfig(name="mlp"), (4,), 2), seed=0)
+    step = LocalGradientStep(algo.policy, algo.optimizer_spec(), device=torch.device("cpu"))
+    progress = Progress(iteration=0, env_steps=32, fraction_left=0.5)
+    algo.update(_rollout(), step, progress)
+    saved = algo.state_dict()
+    assert algo.kl_coeff == pytest.approx(0.3)  # adapted: state a plain resume carries on
+
+    same = PPO(cfg, build_model(ModelConfig(name="mlp"), (4,), 2), seed=0)
+    same.load_state_dict(saved)
+    assert same.kl_coeff == pytest.approx(0.3) and same.base_lr == cfg.learning_rate
+
+    changed_cfg = PPOConfig(
+        num_steps=8, num_minibatches=2, kl_coeff=0.05, kl_penalty_target=1e-9, learning_rate=1e-3
+    )
+    changed = PPO(changed_cfg, build_model(ModelConfig(name="mlp"), (4,), 2), seed=0)
+    changed.load_state_dict(saved)
+    assert changed.kl_coeff == pytest.approx(0.05)
+    step = LocalGradientStep(changed.policy, changed.optimizer_spec(), device=torch.device("cpu"))
+    metrics = changed.update(_rollout(), step, progress)
+    assert metrics["losses/learning_rate"] == pytest.approx(1e-3 * 0.5)  # not 2.5e-4 * 0.5
+
+    # With lr_kl_target the rate is state too, until a resume gives another start.
+    adaptive = PPOConfig(num_steps=8, num_minibatches=2, lr_kl_target=1e3)
+    algo = PPO(adaptive, build_model(ModelConfig(name="mlp"), (4,), 2), seed=0)
+    algo.base_lr = 7e-4
+    kept = PPO(adaptive, build_model(ModelConfig(name="mlp"), (4,), 2), seed=0)
+    kept.load_state_dict(algo.state_dict())
+    assert kept.base_lr == pytest.approx(7e-4)
+    restarted_cfg = PPOConfig(num_steps=8, num_minibatches=2, lr_kl_target=1e3, learning_rate=1e-4)
+    restarted = PPO(restarted_cfg, build_model(ModelConfig(name="mlp"), (4,), 2), seed=0)
+    restarted.load_state_dict(algo.state_dict())
+    assert restarted.base_lr == pytest.approx(1e-4)
+
+
 def test_adaptive_learning_rate_stays_within_its_bounds():
     from rlperf.algos.ppo import adapt_learning_rate
 

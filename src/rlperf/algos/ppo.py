@@ -154,15 +154,29 @@ class PPO:
             "policy": self.policy.state_dict(),
             "kl_coeff": self.kl_coeff,
             "base_lr": self.base_lr,
+            # What the config said when saved: a resume that gives other values means them.
+            "configured": {"kl_coeff": self.cfg.kl_coeff, "learning_rate": self.cfg.learning_rate},
             "generator": self.generator.get_state(),
             "late_phase_since": self.late_phase_since,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
-        self.kl_coeff = float(state["kl_coeff"])
+        # The KL coefficient and (with lr_kl_target) the learning rate adapt as the run goes,
+        # so a resume carries them on, unless the resumed config changes the value they
+        # started from (`--resume DIR ppo.learning_rate=...`): then that value is meant. A
+        # fixed rate is never state: it is always the config's.
+        configured = state.get("configured", {})
+        changed = {
+            key
+            for key in ("kl_coeff", "learning_rate")
+            if key in configured and configured[key] != getattr(self.cfg, key)
+        }
+        self.kl_coeff = self.cfg.kl_coeff if "kl_coeff" in changed else float(state["kl_coeff"])
+        adapted = self.cfg.lr_kl_target is not None and "learning_rate" not in changed
         # Checkpoints from before the adaptive learning rate hold none: the configured one.
-        self.base_lr = float(state.get("base_lr", self.cfg.learning_rate))
+        saved_lr = state.get("base_lr", self.cfg.learning_rate)
+        self.base_lr = float(saved_lr) if adapted else self.cfg.learning_rate
         self.generator.set_state(state["generator"])
         since = state.get("late_phase_since")  # absent from checkpoints before the late phase
         self.late_phase_since = None if since is None else int(since)
