@@ -53,10 +53,14 @@ def branch_line(run: Path, resumed_at: int | None) -> tuple[str, int | None, str
             int(forks[-1]["env_steps"]),
             f"seed {forks[-1]['from_seed']} -> {forks[-1]['seed']}",
         )
-    elif resumed_at is not None:
+    elif resumed_at is not None and rows[-1]["timesteps_total"] > resumed_at:
         at, how = resumed_at, f"resumed with its own seed {manifest.get('seed')}"
     else:
-        return "", None, f"{run.name}: not a branch (no fork in its manifest)"
+        return (
+            "",
+            None,
+            f"{run.name}: not a branch (no fork in its manifest; a resume with its own seed needs --resumed-at)",
+        )
     late = late_phase_start(rows)
     head = f"{run.name}: from {at / 1e3:,.0f} k ({how}, mean of 100 {mean100_at(rows, at):.2f}), "
     group = run.name.rsplit("-", 1)[0]
