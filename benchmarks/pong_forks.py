@@ -5,12 +5,13 @@ checkpoint: the weights, optimizer and counters are the checkpoint's, the draws 
 come from K (the manifest's ``branches`` says where). This prints, for every run folder
 given (or found under a folder given), where it forked, the mean of 100 games there, and
 the env steps from the fork to the first update of PPO's late phase (``ppo.late_phase_*``),
-or where the branch stopped without one; then the median of each group of branches (the
-group is the folder name up to its last ``-``: ``fork-s14-ent0.02-101`` is in
+or where the branch stopped without one; for a fork below a mean of 0, also where the mean
+reached 0 and the env steps from there to the late phase. Then the median of each group of
+branches (the group is the folder name up to its last ``-``: ``fork-s14-ent0.02-101`` is in
 ``fork-s14-ent0.02``). A run resumed with its own seed has no fork in its manifest; it is read
 from the branches' fork point (the same checkpoint; its games restart, as on any resume, so it
-tells what the restart alone does). With ``--original RUN`` the unforked run's own late phase is printed
-against the same fork point:
+tells what the restart alone does). With ``--original RUN`` the unforked run's own late phase
+is printed against the same fork point:
 
     python benchmarks/pong_forks.py docs/bench-pong-spread/bench-pong-stall-forks/runs \
         --original docs/bench-pong-spread/bench-pong-lateent-cand/runs/atari-fast-minsps2400-lateent0.003__ALE-Pong-v5__s14
@@ -71,11 +72,20 @@ def branch_line(run: Path, resumed_at: int | None) -> tuple[str, int | None, str
             None,
             head + f"no late phase by {end / 1e3:,.0f} k ({manifest.get('stop_reason')})",
         )
-    return (
-        group,
-        late - at,
-        head + f"late phase at {late / 1e3:,.0f} k, {(late - at) / 1e3:,.0f} k after",
+    line = head + f"late phase at {late / 1e3:,.0f} k, {(late - at) / 1e3:,.0f} k after"
+    zero = next(
+        (r["timesteps_total"] for r in rows if r["timesteps_total"] > at and mean_reached(r, 0.0)),
+        None,
     )
+    if zero is not None and mean100_at(rows, at) < 0:
+        line += f"; a mean of 0 at {zero / 1e3:,.0f} k, {(late - zero) / 1e3:,.0f} k before it"
+    return group, late - at, line
+
+
+def mean_reached(row: dict, level: float) -> bool:
+    """Whether the record's mean of 100 games is at least ``level``."""
+    mean = row.get("episode_reward_mean")
+    return mean is not None and mean >= level
 
 
 def main() -> None:
