@@ -130,9 +130,19 @@ def print_lead(rows: list[tuple[str, dict]], start: float, end: float, steps: fl
         print(f"- {n}: rho {rho:+.2f} (p {p:.2g}, n {len(pairs)})")
 
 
+def read_records(run: Path) -> list[dict]:
+    """The run's iteration records (metrics.jsonl)."""
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def first_late_phase(records: list[dict]) -> dict | None:
+    """The record of the first update in PPO's late phase (``ppo.late_phase_*``), or None."""
+    return next((r for r in records if r.get("losses/late_phase") == 1.0), None)
+
+
 def late_phase_start(records: list[dict]) -> str:
-    """The env steps of the first update in PPO's late phase (ppo.late_phase_return), or -."""
-    first = next((r for r in records if r.get("losses/late_phase") == 1.0), None)
+    """The env steps of the first update in PPO's late phase, or -."""
+    first = first_late_phase(records)
     return "-" if first is None else f"{first['timesteps_total'] / 1e3:,.0f} k"
 
 
@@ -171,7 +181,7 @@ def main() -> None:
     print("|" + " --- |" * len(head))
     leads: list[tuple[str, dict]] = []
     for run in run_dirs(args.paths):
-        records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        records = read_records(run)
         if not records:
             continue
         steps = [first_reaching(records, lv) for lv in levels]

@@ -26,15 +26,13 @@ import json
 import statistics
 from pathlib import Path
 
-
-def records(run: Path) -> list[dict]:
-    """The run's iteration records."""
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+from pong_climb import first_late_phase, first_reaching, read_records
 
 
-def late_phase_start(rows: list[dict]) -> int | None:
+def late_phase_steps(rows: list[dict]) -> int | None:
     """Env steps at the first record of the late phase (None: the run never began it)."""
-    return next((r["timesteps_total"] for r in rows if r.get("losses/late_phase") == 1.0), None)
+    first = first_late_phase(rows)
+    return None if first is None else first["timesteps_total"]
 
 
 def mean100_at(rows: list[dict], env_steps: int) -> float | None:
@@ -48,7 +46,7 @@ def branch_line(run: Path, resumed_at: int | None) -> tuple[str, int | None, str
     without a fork in its manifest was resumed with its own seed: ``resumed_at`` is where."""
     manifest = json.loads((run / "manifest.json").read_text())
     forks = manifest.get("branches") or []
-    rows = records(run)
+    rows = read_records(run)
     if forks:
         at, how = (
             int(forks[-1]["env_steps"]),
@@ -62,7 +60,7 @@ def branch_line(run: Path, resumed_at: int | None) -> tuple[str, int | None, str
             None,
             f"{run.name}: not a branch (no fork in its manifest; a resume with its own seed needs --resumed-at)",
         )
-    late = late_phase_start(rows)
+    late = late_phase_steps(rows)
     head = f"{run.name}: from {at / 1e3:,.0f} k ({how}, mean of 100 {mean100_at(rows, at):.2f}), "
     group = run.name.rsplit("-", 1)[0]
     if late is None or late <= at:
@@ -73,19 +71,13 @@ def branch_line(run: Path, resumed_at: int | None) -> tuple[str, int | None, str
             head + f"no late phase by {end / 1e3:,.0f} k ({manifest.get('stop_reason')})",
         )
     line = head + f"late phase at {late / 1e3:,.0f} k, {(late - at) / 1e3:,.0f} k after"
-    zero = next(
-        (r["timesteps_total"] for r in rows if r["timesteps_total"] > at and mean_reached(r, 0.0)),
-        None,
-    )
+    zero = first_reaching([r for r in rows if r["timesteps_total"] > at], 0.0)
     if zero is not None and mean100_at(rows, at) < 0:
-        line += f"; a mean of 0 at {zero / 1e3:,.0f} k, {(late - zero) / 1e3:,.0f} k before it"
+        zero_at = zero["timesteps_total"]
+        line += (
+            f"; a mean of 0 at {zero_at / 1e3:,.0f} k, {(late - zero_at) / 1e3:,.0f} k before it"
+        )
     return group, late - at, line
-
-
-def mean_reached(row: dict, level: float) -> bool:
-    """Whether the record's mean of 100 games is at least ``level``."""
-    mean = row.get("episode_reward_mean")
-    return mean is not None and mean >= level
 
 
 def main() -> None:
@@ -124,7 +116,7 @@ def main() -> None:
         )
         print(f"{group}: {len(steps)} branch(es), median {median} from the fork to the late phase")
     if args.original:
-        late = late_phase_start(records(args.original))
+        late = late_phase_steps(read_records(args.original))
         for at in sorted(fork_points):
             gap = "never" if late is None else f"{(late - at) / 1e3:,.0f} k after {at / 1e3:,.0f} k"
             print(f"{args.original.name} (unforked): late phase {gap}")

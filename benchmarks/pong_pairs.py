@@ -19,15 +19,14 @@ import argparse
 import json
 from pathlib import Path
 
-from pong_climb import first_reaching, near
+from pong_climb import first_late_phase, first_reaching, near, read_records
 
 LEVELS = (-15.0, 0.0, 10.0, 15.0, 17.0)
 
 
 def updates(run: Path) -> list[dict]:
     """The run's iteration records that carry an update's losses."""
-    lines = (run / "metrics.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if "losses/policy_loss" in r]
+    return [r for r in read_records(run) if "losses/policy_loss" in r]
 
 
 def by_seed(folder: Path, prefix: str | None) -> dict[str, Path]:
@@ -44,7 +43,7 @@ def describe(records: list[dict], run: Path) -> str:
     levels = "/".join("-" if r is None else f"{r['timesteps_total'] / 1e3:,.0f}" for r in reached)
     stop = records[-1]["timesteps_total"]
     entropy = near(records, "losses/entropy", stop, 30e3)
-    late = next((r for r in records if r.get("losses/late_phase") == 1.0), None)
+    late = first_late_phase(records)
     late_phase = (
         "no late phase"
         if late is None
