@@ -205,6 +205,11 @@ class AtariEnv:
         """Release the emulator."""
         self._env.close()
 
+    def ram(self) -> np.ndarray:
+        """The console's 128 bytes of RAM now: a game's state (positions, scores, rooms) for
+        analyses that need more than the screen."""
+        return self._ale.getRAM()
+
     def screen_rgb(self) -> np.ndarray:
         """The current full-size RGB screen (H, W, 3) uint8, as a player sees it (for videos)."""
         return self._ale.getScreenRGB()

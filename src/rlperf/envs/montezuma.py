@@ -48,7 +48,7 @@ class MontezumaEnv(AtariEnv):
     @property
     def room(self) -> int:
         """The room the player is in now."""
-        return room_from_ram(self._ale.getRAM())
+        return room_from_ram(self.ram())
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, GameEnd | None]:
         obs, reward, terminated, truncated, game_end = super().step(action)

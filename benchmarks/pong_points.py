@@ -1,0 +1,181 @@
+"""Pong point by point: does a checkpoint lose the point after one it won?
+
+Plays games with a run's checkpoints (sampled actions, the run's evaluation env, as
+``rlperf enjoy`` does) and reads the console's RAM after every agent step, so that each
+point is recorded with:
+
+- who won it;
+- who the ball was served to (Pong serves toward the player who lost the point before);
+- the agent's returns in it (the ball turning back from the agent's side);
+- its length in agent steps.
+
+Per checkpoint it prints the mean score, the games scored at or below 0, the games with a run
+of at least 12 points that alternate (won, lost, won, ...), and the share of points lost
+after a point the agent won and after one it lost. Pong is deterministic once the actions are:
+a policy whose way of winning a point leads into a serve it then loses alternates for the rest
+of a game (about 21-19), while a game that reaches a point won after a won point can repeat
+that point to 21-0; its games then split between the two.
+
+    python benchmarks/pong_points.py RUN_DIR --checkpoints ckpt_00000200_000000204800 \
+        ckpt_00000300_000000307200 --games 16 --json points.json
+    python benchmarks/pong_points.py --from-json docs/.../points.json
+
+``--from-json`` prints the summaries from recorded games (one file or several) without
+playing. RAM addresses (ball x 49, y 54): the Atari Annotated RAM Interface's for Pong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+BALL_X, BALL_Y = 49, 54
+"""Pong RAM: the ball's position; y is 0 between points (x then keeps its last value)."""
+AGENT_SIDE_X = 100
+"""The ball turns back from the agent's (right) side beyond this x: an agent return."""
+ALTERNATING_RUN = 12
+"""Points in a row that alternate between won and lost, to count a game as caught in a cycle."""
+
+
+def play_points(run: Path, checkpoint: str | None, games: int, seed: int | None) -> list[dict]:
+    """``games`` games of ``run``'s checkpoint (its latest when None), each with its points."""
+    from rlperf.config.validate import load_valid_config
+    from rlperf.enjoy import load_agent
+    from rlperf.envs.make import make_env
+    from rlperf.models.catalog import frame_dim
+
+    cfg = load_valid_config(run / "config.yaml")
+    env = make_env(
+        cfg.env, frame_dim(cfg.env, cfg.model), cfg.seed + 10_000 if seed is None else seed,
+        training=False,
+    )  # fmt: skip
+    path = None if checkpoint is None else run / "checkpoints" / checkpoint
+    agent = load_agent(
+        run, cfg, path, tuple(env.observation_space.shape or ()), int(env.action_space.n)
+    )
+    played = []
+    try:
+        for _ in range(games):
+            played.append(_one_game(env, agent))
+    finally:
+        env.close()
+    return [
+        {"checkpoint": agent.checkpoint.name, "env_steps": agent.env_steps, **game}
+        for game in played
+    ]
+
+
+def _one_game(env, agent) -> dict:  # noqa: ANN001 - rlperf's AtariEnv and enjoy's Agent
+    obs = env.reset()
+    points: list[dict] = []
+    steps = returns = 0
+    served_to: str | None = None
+    prev_x = prev_dx = 0
+    while True:
+        obs, reward, terminated, truncated, game_end = env.step(agent.act(obs, False))
+        steps += 1
+        ram = env.ram()
+        x = int(ram[BALL_X]) if ram[BALL_Y] else 0
+        if x and prev_x:
+            dx = x - prev_x
+            if served_to is None and dx:
+                served_to = "agent" if dx > 0 else "opponent"
+            if dx < 0 < prev_dx and x > AGENT_SIDE_X:
+                returns += 1
+            prev_dx = dx or prev_dx
+        prev_x = x
+        if reward:
+            points.append(
+                {"won": reward > 0, "served_to": served_to, "returns": returns, "steps": steps}
+            )
+            steps = returns = prev_dx = 0
+            served_to = None
+        if game_end is not None:
+            return {"score": float(game_end[0]), "length": int(game_end[1]), "points": points}
+        if terminated or truncated:
+            obs = env.reset()
+
+
+def longest_alternation(points: list[dict]) -> int:
+    """The longest run of points in which each differs from the one before (won/lost)."""
+    best = run = min(len(points), 1)
+    for before, after in zip(points, points[1:], strict=False):
+        run = run + 1 if before["won"] != after["won"] else 1
+        best = max(best, run)
+    return best
+
+
+def loss_share_after(games: list[dict], won_before: bool) -> tuple[float, int]:
+    """(share of points lost, points) among points that follow a point won (or lost)."""
+    after = [
+        point
+        for game in games
+        for before, point in zip(game["points"], game["points"][1:], strict=False)
+        if before["won"] == won_before
+    ]
+    lost = sum(not p["won"] for p in after)
+    return (lost / len(after) if after else float("nan")), len(after)
+
+
+def summary(games: list[dict]) -> str:
+    """One line for the games of one checkpoint."""
+    scores = [g["score"] for g in games]
+    cycles = sum(longest_alternation(g["points"]) >= ALTERNATING_RUN for g in games)
+    after_win, n_win = loss_share_after(games, True)
+    after_loss, n_loss = loss_share_after(games, False)
+    return (
+        f"{games[0]['checkpoint']}: mean {statistics.mean(scores):5.1f}, "
+        f"at or below 0 {sum(s <= 0 for s in scores)}/{len(games)}, "
+        f"alternating runs >= {ALTERNATING_RUN} {cycles}/{len(games)}; points lost after a "
+        f"won point {after_win:.2f} (of {n_win}), after a lost one {after_loss:.2f} "
+        f"(of {n_loss}); scores {sorted(int(s) for s in scores)}"
+    )
+
+
+def table_row(label: str, games: list[dict]) -> str:
+    """The games of one checkpoint as a Markdown table row (the docs' table)."""
+    scores = [g["score"] for g in games]
+    cycles = sum(longest_alternation(g["points"]) >= ALTERNATING_RUN for g in games)
+    return (
+        f"| {label}, {games[0]['env_steps']:,} | {statistics.mean(scores):.1f} | "
+        f"{sum(s <= 0 for s in scores)} | {cycles} | {loss_share_after(games, True)[0]:.2f} | "
+        f"{loss_share_after(games, False)[0]:.2f} |"
+    )
+
+
+def print_summaries(games: list[dict], label: str, markdown: bool = False) -> None:
+    """A line (or a table row) per checkpoint, in env-step order."""
+    by_checkpoint: dict[str, list[dict]] = {}
+    for game in sorted(games, key=lambda g: g["env_steps"] or 0):
+        by_checkpoint.setdefault(game["checkpoint"], []).append(game)
+    for played in by_checkpoint.values():
+        print(table_row(label, played) if markdown else f"{label}  {summary(played)}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run", nargs="?", type=Path, help="a run directory with checkpoints")
+    p.add_argument("--checkpoints", nargs="*", default=[None], help="names (default: latest)")
+    p.add_argument("--games", type=int, default=16)
+    p.add_argument("--seed", type=int, default=None, help="env seed (default: run's + 10000)")
+    p.add_argument("--json", type=Path, help="write the games played here")
+    p.add_argument("--from-json", nargs="+", type=Path, help="print recorded games instead")
+    p.add_argument("--markdown", action="store_true", help="print Markdown table rows")
+    args = p.parse_args()
+    if args.from_json:
+        for path in args.from_json:
+            record = json.loads(path.read_text())
+            print_summaries(record["games"], record["run"], args.markdown)
+        return
+    if args.run is None:
+        p.error("give a run directory or --from-json")
+    games = [g for c in args.checkpoints for g in play_points(args.run, c, args.games, args.seed)]
+    print_summaries(games, args.run.name, args.markdown)
+    if args.json:
+        args.json.write_text(json.dumps({"run": args.run.name, "games": games}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
