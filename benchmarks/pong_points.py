@@ -18,7 +18,7 @@ that point to 21-0; its games then split between the two.
 
     python benchmarks/pong_points.py RUN_DIR --checkpoints ckpt_00000200_000000204800 \
         ckpt_00000300_000000307200 --games 16 --json points.json
-    python benchmarks/pong_points.py --from-json docs/.../points.json
+    python benchmarks/pong_points.py --from-json points.json --markdown
 
 ``--from-json`` prints the summaries from recorded games (one file or several) without
 playing. RAM addresses (ball x 49, y 54): the Atari Annotated RAM Interface's for Pong.
