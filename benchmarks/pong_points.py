@@ -35,6 +35,9 @@ BALL_X, BALL_Y = 49, 54
 """Pong RAM: the ball's position; y is 0 between points (x then keeps its last value)."""
 AGENT_SIDE_X = 100
 """The ball turns back from the agent's (right) side beyond this x: an agent return."""
+AGENT_Y, AGENT_LEAD = 51, 4
+"""Pong RAM: the agent's paddle as drawn (51, annotated), and a byte that follows it a step or
+two ahead (4, not in the annotated map; read from traces): where the paddle is heading."""
 ALTERNATING_RUN = 12
 """Points in a row that alternate between won and lost, to count a game as caught in a cycle."""
 
@@ -72,12 +75,15 @@ def _one_game(env, agent) -> dict:  # noqa: ANN001 - rlperf's AtariEnv and enjoy
     points: list[dict] = []
     steps = returns = 0
     served_to: str | None = None
+    paddle: tuple[int, int] | None = None
     prev_x = prev_dx = 0
     while True:
         obs, reward, terminated, truncated, game_end = env.step(agent.act(obs, False))
         steps += 1
         ram = env.ram()
         x = int(ram[BALL_X]) if ram[BALL_Y] else 0
+        if x and paddle is None:
+            paddle = (int(ram[AGENT_Y]), int(ram[AGENT_LEAD]))
         if x and prev_x:
             dx = x - prev_x
             if served_to is None and dx:
@@ -88,10 +94,11 @@ def _one_game(env, agent) -> dict:  # noqa: ANN001 - rlperf's AtariEnv and enjoy
         prev_x = x
         if reward:
             points.append(
-                {"won": reward > 0, "served_to": served_to, "returns": returns, "steps": steps}
-            )
+                {"won": reward > 0, "served_to": served_to, "returns": returns, "steps": steps,
+                 "paddle_at_serve": paddle}
+            )  # fmt: skip
             steps = returns = prev_dx = 0
-            served_to = None
+            served_to = paddle = None
         if game_end is not None:
             return {"score": float(game_end[0]), "length": int(game_end[1]), "points": points}
         if terminated or truncated:
@@ -145,13 +152,38 @@ def table_row(label: str, games: list[dict]) -> str:
     )
 
 
-def print_summaries(games: list[dict], label: str, markdown: bool = False) -> None:
-    """A line (or a table row) per checkpoint, in env-step order."""
+def after_a_win(games: list[dict]) -> list[str]:
+    """Points served to the opponent after a won point, grouped by how that point was won (on
+    whose serve) and where the agent's paddle was heading at the serve: points and points lost
+    (the eight largest groups)."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    for game in games:
+        for before, point in zip(game["points"], game["points"][1:], strict=False):
+            paddle = point.get("paddle_at_serve")
+            if not before["won"] or point["served_to"] != "opponent" or not paddle:
+                continue
+            group = groups.setdefault((before["served_to"], paddle[1]), [0, 0])
+            group[0] += 1
+            group[1] += not point["won"]
+    return [
+        f"after a point won on the {won_on}'s serve, paddle heading to {lead}: "
+        f"{n} points, {lost} lost"
+        for (won_on, lead), (n, lost) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:8]
+    ]
+
+
+def print_summaries(
+    games: list[dict], label: str, markdown: bool = False, after_win: bool = False
+) -> None:
+    """A line (or a table row) per checkpoint, in env-step order; with ``after_win`` the
+    checkpoint's points after a win follow, grouped (records without paddles print none)."""
     by_checkpoint: dict[str, list[dict]] = {}
     for game in sorted(games, key=lambda g: g["env_steps"] or 0):
         by_checkpoint.setdefault(game["checkpoint"], []).append(game)
     for played in by_checkpoint.values():
         print(table_row(label, played) if markdown else f"{label}  {summary(played)}")
+        for line in after_a_win(played) if after_win else []:
+            print(f"    {line}")
 
 
 def main() -> None:
@@ -163,16 +195,17 @@ def main() -> None:
     p.add_argument("--json", type=Path, help="write the games played here")
     p.add_argument("--from-json", nargs="+", type=Path, help="print recorded games instead")
     p.add_argument("--markdown", action="store_true", help="print Markdown table rows")
+    p.add_argument("--after-win", action="store_true", help="also group the points after a win")
     args = p.parse_args()
     if args.from_json:
         for path in args.from_json:
             record = json.loads(path.read_text())
-            print_summaries(record["games"], record["run"], args.markdown)
+            print_summaries(record["games"], record["run"], args.markdown, args.after_win)
         return
     if args.run is None:
         p.error("give a run directory or --from-json")
     games = [g for c in args.checkpoints for g in play_points(args.run, c, args.games, args.seed)]
-    print_summaries(games, args.run.name, args.markdown)
+    print_summaries(games, args.run.name, args.markdown, args.after_win)
     if args.json:
         args.json.write_text(json.dumps({"run": args.run.name, "games": games}) + "\n")
 
