@@ -21,7 +21,8 @@ that point to 21-0; its games then split between the two.
     python benchmarks/pong_points.py --from-json points.json --markdown
 
 ``--from-json`` prints the summaries from recorded games (one file or several) without
-playing. RAM addresses (ball x 49, y 54): the Atari Annotated RAM Interface's for Pong.
+playing; ``--after-win`` adds, per checkpoint, the points after a win grouped by how that point
+was won and where the agent's paddle was heading at the serve. RAM addresses (ball x 49, y 54): the Atari Annotated RAM Interface's for Pong.
 """
 
 from __future__ import annotations
@@ -126,29 +127,38 @@ def loss_share_after(games: list[dict], won_before: bool) -> tuple[float, int]:
     return (lost / len(after) if after else float("nan")), len(after)
 
 
+def figures(games: list[dict]) -> dict:
+    """What the summary line and the table row print for the games of one checkpoint."""
+    scores = [g["score"] for g in games]
+    return {
+        "scores": scores,
+        "mean": statistics.mean(scores),
+        "at_or_below_0": sum(s <= 0 for s in scores),
+        "cycles": sum(longest_alternation(g["points"]) >= ALTERNATING_RUN for g in games),
+        "after_win": loss_share_after(games, True),
+        "after_loss": loss_share_after(games, False),
+    }
+
+
 def summary(games: list[dict]) -> str:
     """One line for the games of one checkpoint."""
-    scores = [g["score"] for g in games]
-    cycles = sum(longest_alternation(g["points"]) >= ALTERNATING_RUN for g in games)
-    after_win, n_win = loss_share_after(games, True)
-    after_loss, n_loss = loss_share_after(games, False)
+    f = figures(games)
+    (after_win, n_win), (after_loss, n_loss) = f["after_win"], f["after_loss"]
     return (
-        f"{games[0]['checkpoint']}: mean {statistics.mean(scores):5.1f}, "
-        f"at or below 0 {sum(s <= 0 for s in scores)}/{len(games)}, "
-        f"alternating runs >= {ALTERNATING_RUN} {cycles}/{len(games)}; points lost after a "
+        f"{games[0]['checkpoint']}: mean {f['mean']:5.1f}, "
+        f"at or below 0 {f['at_or_below_0']}/{len(games)}, "
+        f"alternating runs >= {ALTERNATING_RUN} {f['cycles']}/{len(games)}; points lost after a "
         f"won point {after_win:.2f} (of {n_win}), after a lost one {after_loss:.2f} "
-        f"(of {n_loss}); scores {sorted(int(s) for s in scores)}"
+        f"(of {n_loss}); scores {sorted(int(s) for s in f['scores'])}"
     )
 
 
 def table_row(label: str, games: list[dict]) -> str:
     """The games of one checkpoint as a Markdown table row (the docs' table)."""
-    scores = [g["score"] for g in games]
-    cycles = sum(longest_alternation(g["points"]) >= ALTERNATING_RUN for g in games)
+    f = figures(games)
     return (
-        f"| {label}, {games[0]['env_steps']:,} | {statistics.mean(scores):.1f} | "
-        f"{sum(s <= 0 for s in scores)} | {cycles} | {loss_share_after(games, True)[0]:.2f} | "
-        f"{loss_share_after(games, False)[0]:.2f} |"
+        f"| {label}, {games[0]['env_steps']:,} | {f['mean']:.1f} | {f['at_or_below_0']} | "
+        f"{f['cycles']} | {f['after_win'][0]:.2f} | {f['after_loss'][0]:.2f} |"
     )
 
 
