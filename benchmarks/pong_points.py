@@ -7,7 +7,8 @@ point is recorded with:
 - who won it;
 - who the ball was served to (Pong serves toward the player who lost the point before);
 - the agent's returns in it (the ball turning back from the agent's side);
-- its length in agent steps.
+- its length in agent steps;
+- the policy's mean entropy (nats) while the ball was in play and in the pause before it.
 
 Per checkpoint it prints the mean score, the games scored at or below 0, the games with a run
 of at least 12 points that alternate (won, lost, won, ...), and the share of points lost
@@ -22,7 +23,8 @@ that point to 21-0; its games then split between the two.
 
 ``--from-json`` prints the summaries from recorded games (one file or several) without
 playing; ``--after-win`` adds, per checkpoint, the points after a win grouped by how that point
-was won and where the agent's paddle was heading at the serve. RAM addresses (ball x 49, y 54): the Atari Annotated RAM Interface's for Pong.
+was won and where the agent's paddle was heading at the serve. RAM addresses (ball x 49, y 54;
+the agent's paddle 51): the Atari Annotated RAM Interface's for Pong.
 """
 
 from __future__ import annotations
@@ -30,7 +32,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 BALL_X, BALL_Y = 49, 54
 """Pong RAM: the ball's position; y is 0 between points (x then keeps its last value)."""
@@ -56,13 +62,13 @@ def play_points(run: Path, checkpoint: str | None, games: int, seed: int | None)
         training=False,
     )  # fmt: skip
     path = None if checkpoint is None else run / "checkpoints" / checkpoint
-    agent = load_agent(
-        run, cfg, path, tuple(env.observation_space.shape or ()), int(env.action_space.n)
-    )
+    obs_shape, num_actions = tuple(env.observation_space.shape or ()), int(env.action_space.n)
+    agent = load_agent(run, cfg, path, obs_shape, num_actions)
+    entropy = policy_entropy(run, cfg, path, obs_shape, num_actions)
     played = []
     try:
         for _ in range(games):
-            played.append(_one_game(env, agent))
+            played.append(_one_game(env, agent, entropy))
     finally:
         env.close()
     return [
@@ -71,18 +77,44 @@ def play_points(run: Path, checkpoint: str | None, games: int, seed: int | None)
     ]
 
 
-def _one_game(env, agent) -> dict:  # noqa: ANN001 - rlperf's AtariEnv and enjoy's Agent
+def policy_entropy(
+    run: Path, cfg: Any, path: Path | None, obs_shape: tuple[int, ...], num_actions: int
+) -> Callable[[np.ndarray], float]:
+    """The entropy of the checkpoint's action distribution at an observation (nats). A second
+    copy of the network, so that the games themselves are exactly ``rlperf enjoy``'s."""
+    import torch
+
+    from rlperf.core.checkpoint import load_policy
+    from rlperf.training.registry import acting_policy
+
+    network = acting_policy(cfg, obs_shape, num_actions)
+    load_policy(network, run, path, f"the run's network ({cfg.model.name})")
+    network.eval()
+
+    @torch.no_grad()
+    def entropy(obs: np.ndarray) -> float:
+        logits, _ = network(torch.from_numpy(obs).unsqueeze(0))
+        return float(torch.distributions.Categorical(logits=logits.float()).entropy())
+
+    return entropy
+
+
+def _one_game(env: Any, agent: Any, entropy: Callable[[np.ndarray], float]) -> dict:
+    """One game: its score, length and points (``env`` rlperf's AtariEnv, ``agent`` enjoy's)."""
     obs = env.reset()
     points: list[dict] = []
+    nats: dict[str, list[float]] = {"rally": [], "pause": []}
     steps = returns = 0
     served_to: str | None = None
     paddle: tuple[int, int] | None = None
     prev_x = prev_dx = 0
     while True:
+        nats_here = entropy(obs)
         obs, reward, terminated, truncated, game_end = env.step(agent.act(obs, False))
         steps += 1
         ram = env.ram()
         x = int(ram[BALL_X]) if ram[BALL_Y] else 0
+        nats["rally" if x else "pause"].append(nats_here)
         if x and paddle is None:
             paddle = (int(ram[AGENT_Y]), int(ram[AGENT_LEAD]))
         if x and prev_x:
@@ -96,8 +128,10 @@ def _one_game(env, agent) -> dict:  # noqa: ANN001 - rlperf's AtariEnv and enjoy
         if reward:
             points.append(
                 {"won": reward > 0, "served_to": served_to, "returns": returns, "steps": steps,
-                 "paddle_at_serve": paddle}
+                 "paddle_at_serve": paddle,
+                 **{f"entropy_{k}": statistics.fmean(v) if v else None for k, v in nats.items()}}
             )  # fmt: skip
+            nats = {"rally": [], "pause": []}
             steps = returns = prev_dx = 0
             served_to = paddle = None
         if game_end is not None:
@@ -166,20 +200,22 @@ def after_a_win(games: list[dict]) -> list[str]:
     """Points served to the opponent after a won point, grouped by how that point was won (on
     whose serve) and where the agent's paddle was heading at the serve: points and points lost
     (the eight largest groups)."""
-    groups: dict[tuple[str, int], list[int]] = {}
+    groups: dict[tuple[str, int], list[dict]] = {}
     for game in games:
         for before, point in zip(game["points"], game["points"][1:], strict=False):
             paddle = point.get("paddle_at_serve")
             if not before["won"] or point["served_to"] != "opponent" or not paddle:
                 continue
-            group = groups.setdefault((before["served_to"], paddle[1]), [0, 0])
-            group[0] += 1
-            group[1] += not point["won"]
-    return [
-        f"after a point won on the {won_on}'s serve, paddle heading to {lead}: "
-        f"{n} points, {lost} lost"
-        for (won_on, lead), (n, lost) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:8]
-    ]
+            groups.setdefault((before["served_to"], paddle[1]), []).append(point)
+    lines = []
+    for (won_on, lead), points in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:8]:
+        nats = [p["entropy_rally"] for p in points if p.get("entropy_rally") is not None]
+        lines.append(
+            f"after a point won on the {won_on}'s serve, paddle heading to {lead}: "
+            f"{len(points)} points, {sum(not p['won'] for p in points)} lost"
+            + (f", policy entropy in the rally {statistics.median(nats):.2f} nats" if nats else "")
+        )
+    return lines
 
 
 def print_summaries(
