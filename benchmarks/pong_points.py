@@ -10,12 +10,18 @@ point is recorded with:
 - its length in agent steps;
 - the policy's mean entropy (nats) while the ball was in play and in the pause before it.
 
+Each game also records its frame parity: whether the agent's steps fall on even or odd
+emulator frames. With an even frameskip (4) and a random number of no-op frames at the start,
+a game stays on one parity from start to end, and the two parities are two different games to
+a policy: the console runs some of Pong's logic on alternate frames.
+
 Per checkpoint it prints the mean score, the games scored at or below 0, the games with a run
 of at least 12 points that alternate (won, lost, won, ...), and the share of points lost
 after a point the agent won and after one it lost. Pong is deterministic once the actions are:
 a policy whose way of winning a point leads into a serve it then loses alternates for the rest
 of a game (about 21-19), while a game that reaches a point won after a won point can repeat
-that point to 21-0; its games then split between the two.
+that point to 21-0; its games then split between the two. ``--by-parity`` prints the scores of
+the games on even and on odd frames apart.
 
     python benchmarks/pong_points.py RUN_DIR --checkpoints ckpt_00000200_000000204800 \
         ckpt_00000300_000000307200 --games 16 --json points.json
@@ -23,8 +29,8 @@ that point to 21-0; its games then split between the two.
 
 ``--from-json`` prints the summaries from recorded games (one file or several) without
 playing; ``--after-win`` adds, per checkpoint, the points after a win grouped by how that point
-was won and where the agent's paddle was heading at the serve. RAM addresses (ball x 49, y 54;
-the agent's paddle 51): the Atari Annotated RAM Interface's for Pong.
+was won and the game's frame parity. RAM addresses (ball x 49, y 54; the agent's paddle 51):
+the Atari Annotated RAM Interface's for Pong.
 """
 
 from __future__ import annotations
@@ -42,23 +48,31 @@ BALL_X, BALL_Y = 49, 54
 """Pong RAM: the ball's position; y is 0 between points (x then keeps its last value)."""
 AGENT_SIDE_X = 100
 """The ball turns back from the agent's (right) side beyond this x: an agent return."""
-AGENT_Y, AGENT_LEAD = 51, 4
-"""Pong RAM: the agent's paddle as drawn (51, annotated), and a byte that follows it a step or
-two ahead (4, not in the annotated map; read from traces): where the paddle is heading."""
+AGENT_Y, WORK_BYTE = 51, 4
+"""Pong RAM: the agent's paddle as drawn (51, annotated), and a byte the console rewrites every
+frame (4, not in the annotated map): 110 on even frames, a working value on odd ones. Recorded
+at each serve; the games' frame parity, which it follows, is recorded apart."""
 ALTERNATING_RUN = 12
 """Points in a row that alternate between won and lost, to count a game as caught in a cycle."""
 
 
-def play_points(run: Path, checkpoint: str | None, games: int, seed: int | None) -> list[dict]:
-    """``games`` games of ``run``'s checkpoint (its latest when None), each with its points."""
+def play_points(
+    run: Path, checkpoint: str | None, games: int, seed: int | None, sticky: float | None = None
+) -> list[dict]:
+    """``games`` games of ``run``'s checkpoint (its latest when None), each with its points;
+    ``sticky`` replaces the run's ``env.repeat_action_probability`` (a run trained with sticky
+    actions, played on the game without them)."""
     from rlperf.config.validate import load_valid_config
     from rlperf.enjoy import load_agent
     from rlperf.envs.make import make_env
     from rlperf.models.catalog import frame_dim
 
     cfg = load_valid_config(run / "config.yaml")
+    env_cfg = cfg.env
+    if sticky is not None:
+        env_cfg = env_cfg.model_copy(update={"repeat_action_probability": sticky})
     env = make_env(
-        cfg.env, frame_dim(cfg.env, cfg.model), cfg.seed + 10_000 if seed is None else seed,
+        env_cfg, frame_dim(cfg.env, cfg.model), cfg.seed + 10_000 if seed is None else seed,
         training=False,
     )  # fmt: skip
     path = None if checkpoint is None else run / "checkpoints" / checkpoint
@@ -102,6 +116,7 @@ def policy_entropy(
 def _one_game(env: Any, agent: Any, entropy: Callable[[np.ndarray], float]) -> dict:
     """One game: its score, length and points (``env`` rlperf's AtariEnv, ``agent`` enjoy's)."""
     obs = env.reset()
+    parity = env.frame_number() % 2
     points: list[dict] = []
     nats: dict[str, list[float]] = {"rally": [], "pause": []}
     steps = returns = 0
@@ -116,7 +131,7 @@ def _one_game(env: Any, agent: Any, entropy: Callable[[np.ndarray], float]) -> d
         x = int(ram[BALL_X]) if ram[BALL_Y] else 0
         nats["rally" if x else "pause"].append(nats_here)
         if x and paddle is None:
-            paddle = (int(ram[AGENT_Y]), int(ram[AGENT_LEAD]))
+            paddle = (int(ram[AGENT_Y]), int(ram[WORK_BYTE]))
         if x and prev_x:
             dx = x - prev_x
             if served_to is None and dx:
@@ -135,7 +150,10 @@ def _one_game(env: Any, agent: Any, entropy: Callable[[np.ndarray], float]) -> d
             steps = returns = prev_dx = 0
             served_to = paddle = None
         if game_end is not None:
-            return {"score": float(game_end[0]), "length": int(game_end[1]), "points": points}
+            return {
+                "score": float(game_end[0]), "length": int(game_end[1]),
+                "frame_parity": "even" if parity == 0 else "odd", "points": points,
+            }  # fmt: skip
         if terminated or truncated:
             obs = env.reset()
 
@@ -196,22 +214,35 @@ def table_row(label: str, games: list[dict]) -> str:
     )
 
 
+def parity_row(label: str, games: list[dict]) -> str:
+    """The scores of one checkpoint's games on even and on odd frames, a Markdown table row:
+    games, mean and range for each parity (records without a parity print "-")."""
+    cells = []
+    for parity in ("even", "odd"):
+        scores = [g["score"] for g in games if g.get("frame_parity") == parity]
+        cells.append(
+            f"{len(scores)}, {statistics.mean(scores):.1f} ({min(scores):.0f} to {max(scores):.0f})"
+            if scores
+            else "-"
+        )
+    return f"| {label}, {games[0]['env_steps']:,} | {cells[0]} | {cells[1]} |"
+
+
 def after_a_win(games: list[dict]) -> list[str]:
     """Points served to the opponent after a won point, grouped by how that point was won (on
-    whose serve) and where the agent's paddle was heading at the serve: points and points lost
-    (the eight largest groups)."""
-    groups: dict[tuple[str, int], list[dict]] = {}
+    whose serve) and the game's frame parity: points and points lost, largest group first."""
+    groups: dict[tuple[str, str], list[dict]] = {}
     for game in games:
+        parity = game.get("frame_parity")
         for before, point in zip(game["points"], game["points"][1:], strict=False):
-            paddle = point.get("paddle_at_serve")
-            if not before["won"] or point["served_to"] != "opponent" or not paddle:
+            if not before["won"] or point["served_to"] != "opponent" or parity is None:
                 continue
-            groups.setdefault((before["served_to"], paddle[1]), []).append(point)
+            groups.setdefault((before["served_to"], parity), []).append(point)
     lines = []
-    for (won_on, lead), points in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:8]:
+    for (won_on, parity), points in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         nats = [p["entropy_rally"] for p in points if p.get("entropy_rally") is not None]
         lines.append(
-            f"after a point won on the {won_on}'s serve, paddle heading to {lead}: "
+            f"after a point won on the {won_on}'s serve, {parity} frames: "
             f"{len(points)} points, {sum(not p['won'] for p in points)} lost"
             + (f", policy entropy in the rally {statistics.median(nats):.2f} nats" if nats else "")
         )
@@ -219,15 +250,23 @@ def after_a_win(games: list[dict]) -> list[str]:
 
 
 def print_summaries(
-    games: list[dict], label: str, markdown: bool = False, after_win: bool = False
+    games: list[dict],
+    label: str,
+    markdown: bool = False,
+    after_win: bool = False,
+    by_parity: bool = False,
 ) -> None:
-    """A line (or a table row) per checkpoint, in env-step order; with ``after_win`` the
-    checkpoint's points after a win follow, grouped (records without paddles print none)."""
+    """A line (or a table row) per checkpoint, in env-step order; with ``by_parity`` the row of
+    scores by frame parity instead; with ``after_win`` the checkpoint's points after a win
+    follow, grouped (records without a parity print none)."""
     by_checkpoint: dict[str, list[dict]] = {}
     for game in sorted(games, key=lambda g: g["env_steps"] or 0):
         by_checkpoint.setdefault(game["checkpoint"], []).append(game)
     for played in by_checkpoint.values():
-        print(table_row(label, played) if markdown else f"{label}  {summary(played)}")
+        if by_parity:
+            print(parity_row(label, played))
+        else:
+            print(table_row(label, played) if markdown else f"{label}  {summary(played)}")
         for line in after_a_win(played) if after_win else []:
             print(f"    {line}")
 
@@ -238,20 +277,32 @@ def main() -> None:
     p.add_argument("--checkpoints", nargs="*", default=[None], help="names (default: latest)")
     p.add_argument("--games", type=int, default=16)
     p.add_argument("--seed", type=int, default=None, help="env seed (default: run's + 10000)")
+    p.add_argument(
+        "--sticky", type=float, default=None, help="play with this repeat_action_probability"
+    )
     p.add_argument("--json", type=Path, help="write the games played here")
     p.add_argument("--from-json", nargs="+", type=Path, help="print recorded games instead")
     p.add_argument("--markdown", action="store_true", help="print Markdown table rows")
     p.add_argument("--after-win", action="store_true", help="also group the points after a win")
+    p.add_argument(
+        "--by-parity", action="store_true", help="scores of games on even and odd frames (rows)"
+    )
     args = p.parse_args()
     if args.from_json:
         for path in args.from_json:
             record = json.loads(path.read_text())
-            print_summaries(record["games"], record["run"], args.markdown, args.after_win)
+            print_summaries(
+                record["games"], record["run"], args.markdown, args.after_win, args.by_parity
+            )
         return
     if args.run is None:
         p.error("give a run directory or --from-json")
-    games = [g for c in args.checkpoints for g in play_points(args.run, c, args.games, args.seed)]
-    print_summaries(games, args.run.name, args.markdown, args.after_win)
+    games = [
+        g
+        for c in args.checkpoints
+        for g in play_points(args.run, c, args.games, args.seed, args.sticky)
+    ]
+    print_summaries(games, args.run.name, args.markdown, args.after_win, args.by_parity)
     if args.json:
         args.json.write_text(json.dumps({"run": args.run.name, "games": games}) + "\n")
 

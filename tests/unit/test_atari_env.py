@@ -74,6 +74,22 @@ def test_same_seed_same_trajectory_and_different_seed_differs():
     assert runs[0] != runs[2]
 
 
+def test_frame_number_counts_frames_and_no_op_starts_vary_its_parity():
+    # An even frameskip keeps a game on the parity its random no-op start gave it; Pong's
+    # policies can learn the two parities at different times (docs/benchmarks-pong-cpu.md).
+    env = AtariEnv(EnvConfig(id="ALE/Pong-v5", frameskip=4, noop_max=30), 84, seed=0)
+    parities = set()
+    for _ in range(8):
+        env.reset()
+        start = env.frame_number()
+        parities.add(start % 2)
+        for _ in range(3):
+            env.step(0)
+        assert env.frame_number() == start + 3 * 4
+    assert parities == {0, 1}
+    env.close()
+
+
 def test_reset_with_seed_restarts_the_random_streams():
     cfg = EnvConfig(id="ALE/Breakout-v5", repeat_action_probability=0.25)
     actions = np.random.default_rng(1).integers(0, 4, size=60)

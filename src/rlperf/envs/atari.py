@@ -210,6 +210,11 @@ class AtariEnv:
         analyses that need more than the screen."""
         return self._ale.getRAM()
 
+    def frame_number(self) -> int:
+        """Emulator frames since the current game's console reset (no-ops and FIRE included):
+        its parity is the phase at which this game's agent steps meet the console's frames."""
+        return int(self._ale.getEpisodeFrameNumber())
+
     def screen_rgb(self) -> np.ndarray:
         """The current full-size RGB screen (H, W, 3) uint8, as a player sees it (for videos)."""
         return self._ale.getScreenRGB()
