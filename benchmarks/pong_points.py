@@ -36,6 +36,7 @@ the Atari Annotated RAM Interface's for Pong.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 from collections.abc import Callable
@@ -70,7 +71,7 @@ def play_points(
     cfg = load_valid_config(run / "config.yaml")
     env_cfg = cfg.env
     if sticky is not None:
-        env_cfg = env_cfg.model_copy(update={"repeat_action_probability": sticky})
+        env_cfg = dataclasses.replace(env_cfg, repeat_action_probability=sticky)
     env = make_env(
         env_cfg, frame_dim(cfg.env, cfg.model), cfg.seed + 10_000 if seed is None else seed,
         training=False,
