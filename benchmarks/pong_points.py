@@ -13,7 +13,8 @@ point is recorded with:
 Each game also records its frame parity: whether the agent's steps fall on even or odd
 emulator frames. With an even frameskip (4) and a random number of no-op frames at the start,
 a game stays on one parity from start to end, and the two parities are two different games to
-a policy: the console runs some of Pong's logic on alternate frames.
+a policy: the console moves the agent's paddle on even frames only, so on one parity the paddle
+answers an action a frame later than on the other.
 
 Per checkpoint it prints the mean score, the games scored at or below 0, the games with a run
 of at least 12 points that alternate (won, lost, won, ...), and the share of points lost
