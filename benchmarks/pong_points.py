@@ -8,7 +8,8 @@ point is recorded with:
 - who the ball was served to (Pong serves toward the player who lost the point before);
 - the agent's returns in it (the ball turning back from the agent's side);
 - its length in agent steps;
-- the policy's mean entropy (nats) while the ball was in play and in the pause before it.
+- the policy's mean entropy (nats) while the ball was in play and in the pause before it;
+- the critic's value of the last observation before the serve.
 
 Each game also records its frame parity: whether the agent's steps fall on even or odd
 emulator frames. With an even frameskip (4) and a random number of no-op frames at the start,
@@ -80,11 +81,11 @@ def play_points(
     path = None if checkpoint is None else run / "checkpoints" / checkpoint
     obs_shape, num_actions = tuple(env.observation_space.shape or ()), int(env.action_space.n)
     agent = load_agent(run, cfg, path, obs_shape, num_actions)
-    entropy = policy_entropy(run, cfg, path, obs_shape, num_actions)
+    readings = policy_readings(run, cfg, path, obs_shape, num_actions)
     played = []
     try:
         for _ in range(games):
-            played.append(_one_game(env, agent, entropy))
+            played.append(_one_game(env, agent, readings))
     finally:
         env.close()
     return [
@@ -93,11 +94,12 @@ def play_points(
     ]
 
 
-def policy_entropy(
+def policy_readings(
     run: Path, cfg: Any, path: Path | None, obs_shape: tuple[int, ...], num_actions: int
-) -> Callable[[np.ndarray], float]:
-    """The entropy of the checkpoint's action distribution at an observation (nats). A second
-    copy of the network, so that the games themselves are exactly ``rlperf enjoy``'s."""
+) -> Callable[[np.ndarray], tuple[float, float]]:
+    """The entropy of the checkpoint's action distribution (nats) and its critic's value at an
+    observation. A second copy of the network, so that the games themselves are exactly
+    ``rlperf enjoy``'s."""
     import torch
 
     from rlperf.core.checkpoint import load_policy
@@ -108,14 +110,15 @@ def policy_entropy(
     network.eval()
 
     @torch.no_grad()
-    def entropy(obs: np.ndarray) -> float:
-        logits, _ = network(torch.from_numpy(obs).unsqueeze(0))
-        return float(torch.distributions.Categorical(logits=logits.float()).entropy())
+    def read(obs: np.ndarray) -> tuple[float, float]:
+        logits, value = network(torch.from_numpy(obs).unsqueeze(0))
+        entropy = torch.distributions.Categorical(logits=logits.float()).entropy()
+        return float(entropy), float(value.float().reshape(-1)[0])
 
-    return entropy
+    return read
 
 
-def _one_game(env: Any, agent: Any, entropy: Callable[[np.ndarray], float]) -> dict:
+def _one_game(env: Any, agent: Any, readings: Callable[[np.ndarray], tuple[float, float]]) -> dict:
     """One game: its score, length and points (``env`` rlperf's AtariEnv, ``agent`` enjoy's)."""
     obs = env.reset()
     parity = env.frame_number() % 2
@@ -124,9 +127,10 @@ def _one_game(env: Any, agent: Any, entropy: Callable[[np.ndarray], float]) -> d
     steps = returns = 0
     served_to: str | None = None
     paddle: tuple[int, int] | None = None
+    value: float | None = None
     prev_x = prev_dx = 0
     while True:
-        nats_here = entropy(obs)
+        nats_here, value_here = readings(obs)
         obs, reward, terminated, truncated, game_end = env.step(agent.act(obs, False))
         steps += 1
         ram = env.ram()
@@ -134,6 +138,7 @@ def _one_game(env: Any, agent: Any, entropy: Callable[[np.ndarray], float]) -> d
         nats["rally" if x else "pause"].append(nats_here)
         if x and paddle is None:
             paddle = (int(ram[AGENT_Y]), int(ram[WORK_BYTE]))
+            value = value_here
         if x and prev_x:
             dx = x - prev_x
             if served_to is None and dx:
@@ -145,12 +150,12 @@ def _one_game(env: Any, agent: Any, entropy: Callable[[np.ndarray], float]) -> d
         if reward:
             points.append(
                 {"won": reward > 0, "served_to": served_to, "returns": returns, "steps": steps,
-                 "paddle_at_serve": paddle,
+                 "paddle_at_serve": paddle, "value_at_serve": value,
                  **{f"entropy_{k}": statistics.fmean(v) if v else None for k, v in nats.items()}}
             )  # fmt: skip
             nats = {"rally": [], "pause": []}
             steps = returns = prev_dx = 0
-            served_to = paddle = None
+            served_to = paddle = value = None
         if game_end is not None:
             return {
                 "score": float(game_end[0]), "length": int(game_end[1]),
@@ -230,6 +235,30 @@ def parity_row(label: str, games: list[dict]) -> str:
     return f"| {label}, {games[0]['env_steps']:,} | {cells[0]} | {cells[1]} |"
 
 
+def values_by_parity(games: list[dict]) -> list[str]:
+    """Per frame parity and serve: the points, the share won and the critic's median value
+    before the serve (records without values print nothing). Does the critic tell the two games
+    apart where the points are won alike?"""
+    lines = []
+    for parity in ("even", "odd"):
+        for served_to in ("agent", "opponent"):
+            points = [
+                p
+                for g in games
+                if g.get("frame_parity") == parity
+                for p in g["points"]
+                if p["served_to"] == served_to and p.get("value_at_serve") is not None
+            ]
+            if points:
+                won = sum(p["won"] for p in points) / len(points)
+                value = statistics.median(p["value_at_serve"] for p in points)
+                lines.append(
+                    f"{parity} frames, served to the {served_to}: {len(points)} points, "
+                    f"{won:.2f} won; the critic's median value before the serve {value:.3f}"
+                )
+    return lines
+
+
 def after_a_win(games: list[dict]) -> list[str]:
     """Points served to the opponent after a won point, grouped by how that point was won (on
     whose serve) and the game's frame parity: points and points lost, largest group first."""
@@ -257,10 +286,12 @@ def print_summaries(
     markdown: bool = False,
     after_win: bool = False,
     by_parity: bool = False,
+    values: bool = False,
 ) -> None:
     """A line (or a table row) per checkpoint, in env-step order; with ``by_parity`` the row of
     scores by frame parity instead; with ``after_win`` the checkpoint's points after a win
-    follow, grouped (records without a parity print none)."""
+    follow, grouped (records without a parity print none); with ``values`` the critic's values
+    before the serves by parity."""
     by_checkpoint: dict[str, list[dict]] = {}
     for game in sorted(games, key=lambda g: g["env_steps"] or 0):
         by_checkpoint.setdefault(game["checkpoint"], []).append(game)
@@ -270,6 +301,8 @@ def print_summaries(
         else:
             print(table_row(label, played) if markdown else f"{label}  {summary(played)}")
         for line in after_a_win(played) if after_win else []:
+            print(f"    {line}")
+        for line in values_by_parity(played) if values else []:
             print(f"    {line}")
 
 
@@ -289,12 +322,18 @@ def main() -> None:
     p.add_argument(
         "--by-parity", action="store_true", help="scores of games on even and odd frames (rows)"
     )
+    p.add_argument("--values", action="store_true", help="also the critic's values by parity")
     args = p.parse_args()
     if args.from_json:
         for path in args.from_json:
             record = json.loads(path.read_text())
             print_summaries(
-                record["games"], record["run"], args.markdown, args.after_win, args.by_parity
+                record["games"],
+                record["run"],
+                args.markdown,
+                args.after_win,
+                args.by_parity,
+                args.values,
             )
         return
     if args.run is None:
@@ -304,7 +343,9 @@ def main() -> None:
         for c in args.checkpoints
         for g in play_points(args.run, c, args.games, args.seed, args.sticky)
     ]
-    print_summaries(games, args.run.name, args.markdown, args.after_win, args.by_parity)
+    print_summaries(
+        games, args.run.name, args.markdown, args.after_win, args.by_parity, args.values
+    )
     if args.json:
         args.json.write_text(json.dumps({"run": args.run.name, "games": games}) + "\n")
 
