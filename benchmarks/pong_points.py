@@ -324,17 +324,14 @@ def main() -> None:
     )
     p.add_argument("--values", action="store_true", help="also the critic's values by parity")
     args = p.parse_args()
+
+    def show(games: list[dict], label: str) -> None:
+        print_summaries(games, label, args.markdown, args.after_win, args.by_parity, args.values)
+
     if args.from_json:
         for path in args.from_json:
             record = json.loads(path.read_text())
-            print_summaries(
-                record["games"],
-                record["run"],
-                args.markdown,
-                args.after_win,
-                args.by_parity,
-                args.values,
-            )
+            show(record["games"], record["run"])
         return
     if args.run is None:
         p.error("give a run directory or --from-json")
@@ -343,9 +340,7 @@ def main() -> None:
         for c in args.checkpoints
         for g in play_points(args.run, c, args.games, args.seed, args.sticky)
     ]
-    print_summaries(
-        games, args.run.name, args.markdown, args.after_win, args.by_parity, args.values
-    )
+    show(games, args.run.name)
     if args.json:
         args.json.write_text(json.dumps({"run": args.run.name, "games": games}) + "\n")
 
