@@ -237,8 +237,9 @@ def parity_row(label: str, games: list[dict]) -> str:
 
 def values_by_parity(games: list[dict]) -> list[str]:
     """Per frame parity and serve: the points, the share won and the critic's median value
-    before the serve (records without values print nothing). Does the critic tell the two games
-    apart where the points are won alike?"""
+    before the serve, then per parity the value at each game's first serve (records without
+    values print nothing). Does the critic tell the two games apart where the points are won
+    alike, and where the screen shows the same score?"""
     lines = []
     for parity in ("even", "odd"):
         for served_to in ("agent", "opponent"):
@@ -256,6 +257,21 @@ def values_by_parity(games: list[dict]) -> list[str]:
                     f"{parity} frames, served to the {served_to}: {len(points)} points, "
                     f"{won:.2f} won; the critic's median value before the serve {value:.3f}"
                 )
+    for parity in ("even", "odd"):
+        # The first serve of a game is the one point both games show alike (0:0); later the
+        # score on the screen differs with the games' fortunes, and the critic reads it.
+        first = [
+            g["points"][0]["value_at_serve"]
+            for g in games
+            if g.get("frame_parity") == parity
+            and g["points"]
+            and g["points"][0].get("value_at_serve") is not None
+        ]
+        if first:
+            lines.append(
+                f"{parity} frames, the first serve (0:0): {len(first)} games; the critic's "
+                f"median value {statistics.median(first):.3f} ({min(first):.3f} to {max(first):.3f})"
+            )
     return lines
 
 
