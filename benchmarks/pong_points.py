@@ -296,6 +296,36 @@ def after_a_win(games: list[dict]) -> list[str]:
     return lines
 
 
+def returns_after_a_win(games: list[dict]) -> list[str]:
+    """Per frame parity, the points served to the opponent after a won point by the agent's
+    returns in them: how many were won and lost with no return, one, and more. A point won with
+    one return is the ball the opponent cannot reach; one lost with one return is a ball the
+    opponent sent back and the agent then missed."""
+    lines = []
+    for parity in ("even", "odd"):
+        points = [
+            point
+            for game in games
+            if game.get("frame_parity") == parity
+            for before, point in zip(game["points"], game["points"][1:], strict=False)
+            if before["won"] and point["served_to"] == "opponent"
+        ]
+        if not points:
+            continue
+        cells = []
+        for label, returns in (("no return", {0}), ("one", {1}), ("more", None)):
+            group = [
+                p
+                for p in points
+                if (p["returns"] >= 2 if returns is None else p["returns"] in returns)
+            ]
+            cells.append(
+                f"{label} {sum(p['won'] for p in group)} won / {sum(not p['won'] for p in group)} lost"
+            )
+        lines.append(f"{parity} frames, served to the opponent after a win: " + "; ".join(cells))
+    return lines
+
+
 def print_summaries(
     games: list[dict],
     label: str,
@@ -303,11 +333,12 @@ def print_summaries(
     after_win: bool = False,
     by_parity: bool = False,
     values: bool = False,
+    returns: bool = False,
 ) -> None:
     """A line (or a table row) per checkpoint, in env-step order; with ``by_parity`` the row of
     scores by frame parity instead; with ``after_win`` the checkpoint's points after a win
     follow, grouped (records without a parity print none); with ``values`` the critic's values
-    before the serves by parity."""
+    before the serves by parity; with ``returns`` those points by the agent's returns in them."""
     by_checkpoint: dict[str, list[dict]] = {}
     for game in sorted(games, key=lambda g: g["env_steps"] or 0):
         by_checkpoint.setdefault(game["checkpoint"], []).append(game)
@@ -319,6 +350,8 @@ def print_summaries(
         for line in after_a_win(played) if after_win else []:
             print(f"    {line}")
         for line in values_by_parity(played) if values else []:
+            print(f"    {line}")
+        for line in returns_after_a_win(played) if returns else []:
             print(f"    {line}")
 
 
@@ -339,10 +372,15 @@ def main() -> None:
         "--by-parity", action="store_true", help="scores of games on even and odd frames (rows)"
     )
     p.add_argument("--values", action="store_true", help="also the critic's values by parity")
+    p.add_argument(
+        "--returns", action="store_true", help="also the points after a win by the returns in them"
+    )
     args = p.parse_args()
 
     def show(games: list[dict], label: str) -> None:
-        print_summaries(games, label, args.markdown, args.after_win, args.by_parity, args.values)
+        print_summaries(
+            games, label, args.markdown, args.after_win, args.by_parity, args.values, args.returns
+        )
 
     if args.from_json:
         for path in args.from_json:
