@@ -23,7 +23,8 @@ after a point the agent won and after one it lost. Pong is deterministic once th
 a policy whose way of winning a point leads into a serve it then loses alternates for the rest
 of a game (about 21-19), while a game that reaches a point won after a won point can repeat
 that point to 21-0; its games then split between the two. ``--by-parity`` prints the scores of
-the games on even and on odd frames apart.
+the games on even and on odd frames apart; ``--values`` the critic's values before the serves by
+parity; ``--returns`` the points served to the opponent after a win by the agent's returns in them.
 
     python benchmarks/pong_points.py RUN_DIR --checkpoints ckpt_00000200_000000204800 \
         ckpt_00000300_000000307200 --games 16 --json points.json
@@ -313,15 +314,10 @@ def returns_after_a_win(games: list[dict]) -> list[str]:
         if not points:
             continue
         cells = []
-        for label, returns in (("no return", {0}), ("one", {1}), ("more", None)):
-            group = [
-                p
-                for p in points
-                if (p["returns"] >= 2 if returns is None else p["returns"] in returns)
-            ]
-            cells.append(
-                f"{label} {sum(p['won'] for p in group)} won / {sum(not p['won'] for p in group)} lost"
-            )
+        for bucket, label in enumerate(("no return", "one", "more")):
+            group = [p for p in points if min(p["returns"], 2) == bucket]
+            won = sum(p["won"] for p in group)
+            cells.append(f"{label} {won} won / {len(group) - won} lost")
         lines.append(f"{parity} frames, served to the opponent after a win: " + "; ".join(cells))
     return lines
 
