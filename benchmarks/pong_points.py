@@ -276,15 +276,23 @@ def values_by_parity(games: list[dict]) -> list[str]:
     return lines
 
 
+def serves_after_a_win(game: dict) -> list[tuple[dict, dict]]:
+    """A game's points served to the opponent after a point the agent won, each with that won
+    point before it."""
+    return [
+        (before, point)
+        for before, point in zip(game["points"], game["points"][1:], strict=False)
+        if before["won"] and point["served_to"] == "opponent"
+    ]
+
+
 def after_a_win(games: list[dict]) -> list[str]:
     """Points served to the opponent after a won point, grouped by how that point was won (on
     whose serve) and the game's frame parity: points and points lost, largest group first."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for game in games:
         parity = game.get("frame_parity")
-        for before, point in zip(game["points"], game["points"][1:], strict=False):
-            if not before["won"] or point["served_to"] != "opponent" or parity is None:
-                continue
+        for before, point in serves_after_a_win(game) if parity is not None else []:
             groups.setdefault((before["served_to"], parity), []).append(point)
     lines = []
     for (won_on, parity), points in sorted(groups.items(), key=lambda kv: -len(kv[1])):
@@ -308,8 +316,7 @@ def returns_after_a_win(games: list[dict]) -> list[str]:
             point
             for game in games
             if game.get("frame_parity") == parity
-            for before, point in zip(game["points"], game["points"][1:], strict=False)
-            if before["won"] and point["served_to"] == "opponent"
+            for _, point in serves_after_a_win(game)
         ]
         if not points:
             continue
