@@ -10,6 +10,7 @@ subcommand parses in its own module.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -42,16 +43,19 @@ from rlperf.core.errors import ConfigError, UserInputError
 EXIT_USAGE = 2
 
 
+@functools.cache
 def _config_keys_help() -> str:
+    """The keys' part of ``rlperf train --help``; built once per process (every parse of a
+    train command line builds the parser, and a sweep or a fuzz test parses many)."""
     lines = ["config keys (set with --KEY VALUE, --KEY=VALUE or KEY=VALUE; dashes or underscores):"]
-    section, ranges = "", declared_ranges(RunConfig)
+    section, ranges, defaults = "", declared_ranges(RunConfig), RunConfig()
     for key, hint, doc in iter_fields():
         top = key.split(".")[0] if "." in key else ""
         if top != section:
             section = top
             lines.append(f"\n  [{section}]")
         kind = type_name(hint) + (f", {ranges[key].text}" if key in ranges else "")
-        lines.append(f"  {key} ({kind}, default {get_key(RunConfig(), key)!r})\n      {doc}")
+        lines.append(f"  {key} ({kind}, default {get_key(defaults, key)!r})\n      {doc}")
     return "\n".join(lines)
 
 

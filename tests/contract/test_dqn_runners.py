@@ -64,7 +64,7 @@ def test_every_ladder_rung_trains_a_few_hundred_pong_steps(runs_root, rung):
             "dqn.learning_starts=96",
             "dqn.buffer_size=960",
             "dqn.steps_per_iteration=96",
-            "stop.total_timesteps=288",
+            "stop.total_timesteps=192",  # one iteration to fill, one that learns
             # one learner thread: a second one stalls every op when other jobs share the cores
             "runner.torch_threads=1",
             "telemetry.warmup_iterations=1",
@@ -74,8 +74,8 @@ def test_every_ladder_rung_trains_a_few_hundred_pong_steps(runs_root, rung):
     assert code == 0
     run_dir = runs_root / "rung"
     records = read_metrics(run_dir)
-    assert [r["iteration"] for r in records] == [1, 2, 3]
-    assert records[-1]["timesteps_total"] == 288
+    assert [r["iteration"] for r in records] == [1, 2]
+    assert records[-1]["timesteps_total"] == 192
     for r in records:
         phases = sum(r[f"{p}_time_ms"] for p in PHASES)
         assert phases == pytest.approx(1000 * r["time_this_iter_s"], rel=0.02)

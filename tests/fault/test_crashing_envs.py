@@ -91,32 +91,35 @@ def test_inproc_stops_cleanly_with_a_checkpoint(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "iterations"),
     [
-        ("--preset", "cartpole", "--runner", "subprocess", "--num-workers", "2"),
-        ("--preset", "cartpole", "--algo", "impala", "--runner", "decoupled", "--num-workers", "2"),
-        # DQN's iterations are 1000 env steps: at 0.002 its run restarted the play process
-        # about 24 times (a process start each, most of the test's minute); 0.0005 still
-        # restarts it several times.
+        (("--preset", "cartpole", "--runner", "subprocess", "--num-workers", "2"), 12),
         (
-            "--preset",
-            "dqn-cartpole",
-            "--runner",
-            "play-train",
-            "stop.total_timesteps=null",
-            "env.fault_p_crash=0.0005",
+            ("--preset", "cartpole", "--algo", "impala", "--runner", "decoupled",
+             "--num-workers", "2"),
+            12,
+        ),
+        # DQN's iterations are 1000 env steps: at 0.002 its run restarted the play process
+        # about 24 times (a process start each, most of the test's minute); at 0.0005 the
+        # play process first crashes in the second iteration and again in the fourth.
+        (
+            ("--preset", "dqn-cartpole", "--runner", "play-train", "stop.total_timesteps=null",
+             "env.fault_p_crash=0.0005"),
+            4,
         ),
     ],
     ids=["subprocess", "decoupled", "play-train"],
-)
-def test_workers_are_restarted_and_the_run_completes(tmp_path: Path, args: tuple) -> None:
+)  # fmt: skip
+def test_workers_are_restarted_and_the_run_completes(
+    tmp_path: Path, args: tuple, iterations: int
+) -> None:
     done, run_dir, manifest = _run(
-        tmp_path, "run", "env.fault_p_crash=0.002", *args, "-i", "12",
+        tmp_path, "run", "env.fault_p_crash=0.002", *args, "-i", str(iterations),
         "runner.max_worker_restarts=100",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert manifest["status"] == "completed"
-    assert read_metrics(run_dir)[-1]["iteration"] == 12
+    assert read_metrics(run_dir)[-1]["iteration"] == iterations
     assert read_metrics(run_dir)[-1]["sys/worker_restarts"] >= 1
     assert "InjectedCrash" in done.stderr
 
@@ -125,7 +128,7 @@ def test_hogwild_restarts_a_worker_whose_env_crashed(tmp_path: Path) -> None:
     # Stopping cleanly instead (runner.restart_failed_workers=false):
     # tests/fault/test_hogwild_shutdown.py.
     done, run_dir, manifest = _run(
-        tmp_path, "hogwild", "--preset", "a3c-football-quick", "-i", "6",
+        tmp_path, "hogwild", "--preset", "a3c-football-quick", "-i", "3",
         "env.fault_p_crash=0.002", "runner.max_worker_restarts=1000",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

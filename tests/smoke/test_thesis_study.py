@@ -3,6 +3,7 @@ private local Ray), skipped points with their reasons, one report."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -32,13 +33,19 @@ def _ledger(sweep_dir: Path) -> dict[str, dict]:
     return latest
 
 
-def test_the_thesis_study_runs_what_this_machine_allows_into_one_report(tmp_path: Path) -> None:
+def test_the_thesis_study_runs_what_this_machine_allows_into_one_report(
+    tmp_path: Path, two_nodes
+) -> None:
+    # The points join the Ray cluster the Ray tests share (runner.ray_address): a private
+    # local Ray per point took 5 of each point's 8 s; a run that starts its own is tested in
+    # tests/cuda/test_rllib_workers_cuda.py's CPU case.
+    training = [*TINY.extra["training"], ("runner.ray_address", two_nodes.address)]
     lines: list[str] = []
     code = run_thesis(
         tmp_path / "report",
         tmp_path / "runs",
         parts=("training",),  # the inference sweeps' planning and points are tested elsewhere
-        budget=TINY,
+        budget=dataclasses.replace(TINY, extra={"training": training}),
         browser_check=False,
         say=lines.append,
     )

@@ -1,6 +1,7 @@
 """`rlperf models` and `rlperf doctor` print what a user needs to choose a model and a placement."""
 
 import fcntl
+import functools
 import signal
 import subprocess
 import sys
@@ -21,12 +22,21 @@ def test_models_rejects_bad_counts(capsys):
     assert capsys.readouterr().err.startswith("rlperf: error: ")
 
 
-def test_doctor_reports_versions_isa_and_placement(capsys):
+def test_doctor_reports_versions_isa_and_placement(capsys, monkeypatch, tmp_path):
+    # The learner is timed for real, for a few hundredths of a second per variant instead of
+    # three seconds (12 s of the suite); a full timing is the user's `rlperf doctor`.
+    from rlperf.core import autoprecision
+
+    full = autoprecision.choose_precision
+    short = functools.partial(full, seconds=0.06, cache=tmp_path / "precision.json")
+    monkeypatch.setattr(autoprecision, "choose_precision", short)
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     for section in ("Versions", "CPU", "ISA flags", "GPUs", "Threads", "Recommended placement"):
         assert section in out
     assert "avx512f" in out and "torch" in out
+    advice = " ".join(out.split())  # the report wraps its lines
+    assert "learner samples/s: fp32 " in advice and "; measured)" in advice
 
 
 def test_doctor_refuses_both_no_measure_and_remeasure(capsys):

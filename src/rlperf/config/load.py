@@ -185,8 +185,10 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
 # ---------------------------------------------------------------- applying sources
 
 
-def _known_keys() -> dict[str, Any]:
-    return {key: hint for key, hint, _ in iter_fields()}
+@functools.cache
+def _known_keys() -> types.MappingProxyType[str, Any]:
+    """Every dotted key and its type; built once (a config sets many keys, each checked)."""
+    return types.MappingProxyType({key: hint for key, hint, _ in iter_fields()})
 
 
 KEY_ALIASES = {
