@@ -12,6 +12,7 @@ from rlperf.report.bench_stats import (
     aggregate,
     improvement_probabilities,
     interval_metrics,
+    probability_of_improvement,
 )
 from rlperf.studies.bench import SUITES
 
@@ -96,6 +97,21 @@ def test_probability_of_improvement_by_hand() -> None:
     # a tie counts half: x = {2, 2}, y = {2, 1} -> (0.5 + 1 + 0.5 + 1) / 4
     ties = improvement_probabilities({"x": np.array([[2.0], [2.0]]), "y": np.array([[2.0], [1.0]])})
     assert ties[("x", "y")].value == pytest.approx(0.75)
+
+
+def test_probability_of_improvement_is_rliables_to_the_last_bit() -> None:
+    from rliable import metrics
+
+    rng = np.random.default_rng(5)
+    cases = [(rng.normal(size=(m, 5)), rng.normal(size=(n, 5))) for m, n in ((3, 3), (2, 7))]
+    ties = rng.integers(0, 3, (4, 6)).astype(float)  # many ties, some columns equal
+    cases += [(ties, ties[::-1]), (ties, ties), (ties[:2], rng.integers(0, 3, (3, 6)) * 1.0)]
+    cases += [(np.array([[np.inf, 1.0], [2.0, np.nan]]), np.array([[np.inf, 0.0], [1.0, 3.0]]))]
+    for x, y in cases:
+        ours, theirs = probability_of_improvement(x, y), metrics.probability_of_improvement(x, y)
+        assert np.array_equal(ours, theirs, equal_nan=True), (x, y, ours, theirs)
+    assert np.isnan(probability_of_improvement(*cases[-1]))  # NaN propagates, as in scipy
+    assert probability_of_improvement(cases[-1][0][:, :1], cases[-1][1][:, :1]) == 0.625
 
 
 def test_aggregates_are_reproducible_and_leave_numpys_generator_alone() -> None:

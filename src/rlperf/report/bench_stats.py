@@ -80,10 +80,31 @@ def _point_metrics(scores: np.ndarray) -> np.ndarray:
     )
 
 
-def _improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    from rliable import metrics
+def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.float64:
+    """rliable's ``metrics.probability_of_improvement(x, y)``, the same number to the last
+    bit: per game the Mann-Whitney U of ``x``'s runs over ``y``'s (a win counts 1, a tie
+    half) divided by the pairs, 0.5 where the two columns are equal, averaged over games.
 
-    return np.array([metrics.probability_of_improvement(x, y)])
+    rliable gets U from ``scipy.stats.mannwhitneyu``, which also works out a p-value that
+    nothing here reads: exactly, for the few runs of a wall-clock bench, at about 0.4 ms per
+    game, and a bootstrap calls it 2,000 times per pair of presets (8 s for two presets on
+    five games, most of a bench report's time). U itself is a count of pairs. A test holds
+    this function equal to rliable's, NaN and ties included."""
+    per_game = []
+    for a, b in zip(x.T, y.T, strict=True):
+        if np.array_equal(a, b):
+            per_game.append(0.5)
+        elif np.isnan(a).any() or np.isnan(b).any():  # scipy propagates NaN
+            per_game.append(np.nan)
+        else:
+            a_runs, b_runs = a[:, None], b[None, :]
+            u = (a_runs > b_runs).sum() + 0.5 * (a_runs == b_runs).sum()
+            per_game.append(u / (len(a) * len(b)))
+    return np.mean(per_game)
+
+
+def _improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.array([probability_of_improvement(x, y)])
 
 
 def interval_metrics(
