@@ -1,6 +1,7 @@
 """Aggregate benchmark statistics with rliable (Agarwal et al. 2021, "Deep Reinforcement
-Learning at the Edge of the Statistical Precipice", NeurIPS): nothing here is computed by
-hand.
+Learning at the Edge of the Statistical Precipice", NeurIPS): rliable's bootstraps, metrics
+and profiles, with one exception made for speed, the probability of improvement's count of
+pairs (:func:`probability_of_improvement`, held equal to rliable's by a test).
 
 For each preset a score matrix of ``seeds x games`` goes in; out come the interquartile
 mean (IQM), median and mean with 95 % stratified-bootstrap confidence intervals (runs
