@@ -388,7 +388,10 @@ def main() -> None:
     if args.from_json:
         for path in args.from_json:
             record = json.loads(path.read_text())
-            show(record["games"], record["run"])
+            games = record.get("games") if isinstance(record, dict) else None
+            if not isinstance(games, list) or "run" not in record:
+                p.error(f"{path} is not a record of this script's --json (a run and its games)")
+            show(games, record["run"])
         return
     if args.run is None:
         p.error("give a run directory or --from-json")
