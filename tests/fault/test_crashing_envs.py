@@ -126,7 +126,8 @@ def test_workers_are_restarted_and_the_run_completes(
 
 def test_hogwild_restarts_a_worker_whose_env_crashed(tmp_path: Path) -> None:
     # Stopping cleanly instead (runner.restart_failed_workers=false):
-    # tests/fault/test_hogwild_shutdown.py.
+    # tests/fault/test_hogwild_shutdown.py. Its seeded faults restart workers within the first
+    # of the three iterations.
     done, run_dir, manifest = _run(
         tmp_path, "hogwild", "--preset", "a3c-football-quick", "-i", "3",
         "env.fault_p_crash=0.002", "runner.max_worker_restarts=1000",

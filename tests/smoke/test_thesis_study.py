@@ -1,5 +1,5 @@
 """``rlperf study thesis`` end to end on a tiny budget: a real sweep (RLlib-style workers on a
-private local Ray), skipped points with their reasons, one report."""
+local Ray cluster), skipped points with their reasons, one report."""
 
 from __future__ import annotations
 

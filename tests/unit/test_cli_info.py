@@ -27,8 +27,9 @@ def test_doctor_reports_versions_isa_and_placement(capsys, monkeypatch, tmp_path
     # three seconds (12 s of the suite); a full timing is the user's `rlperf doctor`.
     from rlperf.core import autoprecision
 
-    full = autoprecision.choose_precision
-    short = functools.partial(full, seconds=0.06, cache=tmp_path / "precision.json")
+    short = functools.partial(
+        autoprecision.choose_precision, seconds=0.06, cache=tmp_path / "precision.json"
+    )
     monkeypatch.setattr(autoprecision, "choose_precision", short)
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
