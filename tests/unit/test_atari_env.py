@@ -90,6 +90,32 @@ def test_frame_number_counts_frames_and_no_op_starts_vary_its_parity():
     env.close()
 
 
+@pytest.mark.parametrize("pooled", [2, 3, 4])
+def test_max_pool_frames_takes_the_max_of_a_skips_last_frames(pooled):
+    # Against the same game stepped one frame at a time (no no-op start, no FIRE: the two
+    # emulators stay frame for frame alike). The max of 3 is what shows every paddle move of
+    # Pong on both frame parities (docs/benchmarks-pong-cpu.md).
+    keys = {"id": "ALE/Pong-v5", "noop_max": 0, "fire_reset": False}
+    skipped = AtariEnv(EnvConfig(frameskip=4, max_pool_frames=pooled, **keys), 84, seed=0)
+    single = AtariEnv(EnvConfig(frameskip=1, **keys), 84, seed=0)
+    skipped.reset()
+    single.reset()
+    rng = np.random.default_rng(1)
+    moved = 0
+    for action in rng.integers(0, skipped.action_space.n, 60):
+        skipped.step(int(action))
+        frames = []  # the raw screens (the observation is resized after the max)
+        for _ in range(4):
+            single.step(int(action))
+            frames.append(single._raw_last.copy())
+        expected = np.max(frames[-pooled:], axis=0)
+        assert np.array_equal(skipped._raw_last, expected)
+        moved += not np.array_equal(expected, frames[-1])
+    assert moved > 10  # the pool shows more than the last frame in many steps
+    skipped.close()
+    single.close()
+
+
 def test_reset_with_seed_restarts_the_random_streams():
     cfg = EnvConfig(id="ALE/Breakout-v5", repeat_action_probability=0.25)
     actions = np.random.default_rng(1).integers(0, 4, size=60)

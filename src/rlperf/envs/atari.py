@@ -82,6 +82,7 @@ class AtariEnv:
         self._frameskip = cfg.frameskip
         self._frameskip_max = cfg.frameskip_max or cfg.frameskip
         self._pool = cfg.max_pool and cfg.frameskip >= 2
+        self._pool_frames = cfg.max_pool_frames if self._pool else 1
         self._sticky = float(cfg.repeat_action_probability)
         self._noop_max = cfg.noop_max
         self._episodic_life = cfg.episodic_life and training
@@ -99,6 +100,7 @@ class AtariEnv:
         raw_shape = (height, width) if cfg.grayscale else (height, width, 3)
         self._grab = ale.getScreenGrayscale if cfg.grayscale else ale.getScreenRGB
         self._raw_prev = np.zeros(raw_shape, dtype=np.uint8)
+        self._raw_more = np.zeros(raw_shape, dtype=np.uint8)  # a third frame or more to pool
         self._raw_last = np.zeros(raw_shape, dtype=np.uint8)
         self._resized = None if cfg.grayscale else np.zeros((dim, dim, 3), dtype=np.uint8)
         self._dsize = (dim, dim)
@@ -227,7 +229,8 @@ class AtariEnv:
         k = self._frameskip
         if self._frameskip_max > k:  # Pong-v0's random skip, from the snapshotted generator
             k = int(self._rng.integers(k, self._frameskip_max + 1))
-        pool_at = k - 2 if self._pool else -1
+        # The frames before the last that the max takes in (none without pooling).
+        pool_from = k - self._pool_frames
         reward = 0
         if self._sticky > 0.0:
             # One vectorised draw per step instead of one Python-level draw per frame.
@@ -237,20 +240,28 @@ class AtariEnv:
                 if not keep_previous[i]:
                     current = ale_action
                 reward += act(current)
-                if i == pool_at:
-                    self._grab(self._raw_prev)
+                if pool_from <= i < k - 1:
+                    self._pool_frame(i == pool_from)
             self._last_action = current
         else:
             # ALE refuses to emulate past game over, so no per-frame terminal check is needed.
             for i in range(k):
                 reward += act(ale_action)
-                if i == pool_at:
-                    self._grab(self._raw_prev)
+                if pool_from <= i < k - 1:
+                    self._pool_frame(i == pool_from)
             self._last_action = ale_action
         self._grab(self._raw_last)
         if self._pool:
             np.maximum(self._raw_prev, self._raw_last, out=self._raw_last)
         return reward
+
+    def _pool_frame(self, first: bool) -> None:
+        """Take the screen into ``_raw_prev``, the max of the skip's frames before its last."""
+        if first:
+            self._grab(self._raw_prev)
+        else:
+            self._grab(self._raw_more)
+            np.maximum(self._raw_prev, self._raw_more, out=self._raw_prev)
 
     def _write_frame(self) -> None:
         """Resize ``_raw_last`` into the newest slot of the frame stack (once per step)."""

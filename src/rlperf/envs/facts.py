@@ -55,6 +55,8 @@ class EngineFacts:
     unpooled_frames: bool
     """It can keep a skip's last frame as it is (``env.max_pool=false``) instead of the max
     of the last two."""
+    longer_pools: bool
+    """It can take the max over more than a skip's last two frames (``env.max_pool_frames``)."""
     package: str
     """The package it needs installed (the C++ engines are optional dependencies)."""
     extra: str
@@ -64,12 +66,14 @@ class EngineFacts:
 ENGINE_FACTS: dict[str, EngineFacts] = {
     # rlperf's own Atari env: OpenCV's resizes, pooling optional
     "gymnasium": EngineFacts(
-        frozenset(typing.get_args(ResizeInterpolation)), True, "gymnasium", "rlperf"
+        frozenset(typing.get_args(ResizeInterpolation)), True, True, "gymnasium", "rlperf"
     ),
     # EnvPool always max-pools the last two frames of a skip; its resize is area or linear
-    "envpool": EngineFacts(frozenset({"area", "linear"}), False, "envpool", "rlperf[envpool]"),
+    "envpool": EngineFacts(
+        frozenset({"area", "linear"}), False, False, "envpool", "rlperf[envpool]"
+    ),
     # ale-py's C++ vector env resizes with INTER_AREA only
-    "ale-vector": EngineFacts(frozenset({"area"}), True, "ale_py", "rlperf[atari]"),
+    "ale-vector": EngineFacts(frozenset({"area"}), True, False, "ale_py", "rlperf[atari]"),
 }
 
 
@@ -115,5 +119,10 @@ def check_env(env: EnvConfig) -> EnvFacts:
         raise ConfigError(
             f"env.max_pool=false is not implemented by engine {env.engine} (it always "
             "max-pools the last two frames of a skip); use engine gymnasium or ale-vector"
+        )
+    if env.max_pool and env.max_pool_frames != 2 and not engine.longer_pools:
+        raise ConfigError(
+            f"env.max_pool_frames={env.max_pool_frames} is not implemented by engine "
+            f"{env.engine} (it max-pools the last two frames of a skip); use engine gymnasium"
         )
     return facts
