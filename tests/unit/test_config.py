@@ -102,7 +102,7 @@ def run_cli(capsys, *argv):
             "env.max_pool_frames=3 is not implemented by engine ale-vector",
         ),
         (["env.max_pool_frames=5"], "env.max_pool_frames must be 2 to env.frameskip (4), got 5"),
-        (["env.max_pool_frames=1"], "env.max_pool_frames must be 2 to env.frameskip (4), got 1"),
+        (["env.max_pool_frames=1"], "env.max_pool_frames must be at least 2, got 1"),
         (
             ["--env", "CartPole-v1", "model.activation=elu"],
             "model.activation=elu applies to the image models; mlp uses tanh",

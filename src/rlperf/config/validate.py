@@ -61,7 +61,7 @@ def validate(cfg: RunConfig) -> None:
                 f"env.frameskip_max (a random frameskip per step) needs env.engine=gymnasium; "
                 f"{env.engine} repeats a fixed env.frameskip"
             )
-    if env.max_pool and not 2 <= env.max_pool_frames <= max(env.frameskip, 2):
+    if env.max_pool and env.max_pool_frames > max(env.frameskip, 2):
         raise ConfigError(
             f"env.max_pool_frames must be 2 to env.frameskip ({env.frameskip}), got "
             f"{env.max_pool_frames}: the max is taken over a skip's last frames"
