@@ -13,6 +13,7 @@ pytest.importorskip("cv2")
 from rlperf.config.schema import EnvConfig  # noqa: E402
 from rlperf.core.errors import ConfigError  # noqa: E402
 from rlperf.envs.atari import AtariEnv  # noqa: E402
+from rlperf.envs.base import PARITY_MARK  # noqa: E402
 
 
 def _run(env: AtariEnv, actions: np.ndarray) -> list[tuple]:
@@ -88,6 +89,29 @@ def test_frame_number_counts_frames_and_no_op_starts_vary_its_parity():
         assert env.frame_number() == start + 3 * 4
     assert parities == {0, 1}
     env.close()
+
+
+def test_mark_frame_parity_paints_the_corner_by_the_games_parity_and_nothing_else():
+    # The same seeds with and without the mark play the same games (the mark is drawn after
+    # the frame is made), so the observations differ in the corner block alone.
+    keys = {"id": "ALE/Pong-v5", "frameskip": 4, "noop_max": 30}
+    marked = AtariEnv(EnvConfig(mark_frame_parity=True, **keys), 64, seed=3)
+    plain = AtariEnv(EnvConfig(**keys), 64, seed=3)
+    block = (slice(None), slice(0, PARITY_MARK), slice(0, PARITY_MARK))
+    corners = set()
+    for _ in range(6):
+        obs, reference = marked.reset(), plain.reset()
+        for action in [0, 2, 3, 2, 0]:
+            parity = marked.frame_number() % 2
+            assert (obs[block] == 255 * parity).all()  # every frame of the stack
+            rest = np.ones(obs.shape, dtype=bool)
+            rest[block] = False
+            assert np.array_equal(obs[rest], reference[rest])
+            corners.add(parity)
+            obs, reference = marked.step(action)[0], plain.step(action)[0]
+    assert corners == {0, 1}  # games on both parities were seen
+    marked.close()
+    plain.close()
 
 
 @pytest.mark.parametrize("pooled", [2, 3, 4])

@@ -101,6 +101,10 @@ def run_cli(capsys, *argv):
             ["--engine", "ale-vector", "env.max_pool_frames=3"],
             "env.max_pool_frames=3 is not implemented by engine ale-vector",
         ),
+        (
+            ["--engine", "envpool", "env.mark_frame_parity=true"],
+            "env.mark_frame_parity is not implemented by engine envpool",
+        ),
         (["env.max_pool_frames=5"], "env.max_pool_frames must be 2 to env.frameskip (4), got 5"),
         (["env.max_pool_frames=1"], "env.max_pool_frames must be at least 2, got 1"),
         (

@@ -310,6 +310,32 @@ def test_env_num_threads_is_refused_for_the_python_engine() -> None:
     check(cfg)
 
 
+def test_ale_vector_marks_each_games_frame_parity_and_nothing_else() -> None:
+    """env.mark_frame_parity on ALE's vectorizer: the same seed with and without the mark plays
+    the same games, and the corner block is white on the envs whose games are on odd frames."""
+    from rlperf.envs.base import PARITY_MARK
+
+    keys = {"id": "ALE/Pong-v5", "num_envs": 8, "noop_max": 30}
+    marked = make("ale", EnvConfig(mark_frame_parity=True, **keys))
+    plain = make("ale", EnvConfig(**keys))
+    block = (slice(None), slice(None), slice(0, PARITY_MARK), slice(0, PARITY_MARK))
+    rest = np.ones((8, 4, 84, 84), dtype=bool)
+    rest[block] = False
+    obs, reference = marked.reset(5), plain.reset(5)
+    first = marked._frame_numbers % 2
+    assert set(first.tolist()) == {0, 1}  # games on both parities
+    actions = np.random.default_rng(0).integers(0, 6, size=(12, 8))
+    for step_actions in [None, *actions]:
+        if step_actions is not None:
+            obs, reference = marked.step(step_actions).obs, plain.step(step_actions).obs
+        shade = 255 * (marked._frame_numbers % 2)
+        assert np.array_equal(shade, 255 * first)  # a game keeps its parity
+        assert (obs[block] == shade[:, None, None, None]).all()
+        assert np.array_equal(obs[rest], reference[rest])
+    marked.close()
+    plain.close()
+
+
 def test_envpool_async_matches_sync_per_env() -> None:
     """Async replies come in batches of whichever envs are ready, but each env's own
     trajectory (given its own action sequence) is the sync one, with same-step autoreset."""

@@ -100,6 +100,8 @@ class EnvConfig(Section):
     """Atari: max-pool the last two frames of each skip (removes sprite flicker)."""
     max_pool_frames: typing.Annotated[int, Range(2.0, text="at least 2")] = 2
     """Atari: how many of a skip's last frames max_pool takes the max of: 2 (DeepMind's) up to env.frameskip; more than 2 on engine gymnasium only. Pong with 4 frames per step moves the agent's paddle on even frames only, and the max of 3 shows each move on either frame parity, the max of 2 on one parity only."""
+    mark_frame_parity: bool = False
+    """Atari, a diagnostic: paint the observation's top-left corner (a 4x4 block of each frame) white on a game whose frames are odd, black on even, so the network is told which of Pong's two games (one per frame parity at an even frameskip) it plays; engines gymnasium and ale-vector. Not a standard Atari observation: a policy trained with it needs it when it plays."""
     resize_interpolation: ResizeInterpolation = "area"
     """Atari: how frames are shrunk to dim x dim: area (OpenCV INTER_AREA, smoothest), linear (about 7x faster) or nearest; engine envpool takes area or linear, ale-vector only its built-in area."""
     noop_max: NonNegativeInt = 30

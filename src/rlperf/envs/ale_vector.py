@@ -34,7 +34,7 @@ import numpy as np
 
 from rlperf.config.schema import EnvConfig
 from rlperf.core.errors import ConfigError
-from rlperf.envs.base import EnvState, EpisodeEnd
+from rlperf.envs.base import EnvState, EpisodeEnd, paint_frame_parity
 from rlperf.envs.vector import VecStep
 
 NO_STEP_LIMIT = 1 << 30
@@ -210,6 +210,7 @@ class AleVectorEnv:
         self._games = GameTracker(self.num_envs)
         self._lives = np.zeros(self.num_envs, dtype=np.int64)
         self._frame_numbers = np.zeros(self.num_envs, dtype=np.int64)
+        self._mark_parity = cfg.mark_frame_parity
         self._order = np.arange(self.num_envs)
         self._closed = False
 
@@ -220,7 +221,7 @@ class AleVectorEnv:
         obs, info = self._env.reset(seed=int(seed))
         self._games.restart()
         self._remember(info)
-        return self._to_rlperf(obs, info["env_id"])
+        return self._marked(self._to_rlperf(obs, info["env_id"]), self._frame_numbers)
 
     def step(self, actions: np.ndarray) -> VecStep:
         """Apply ``actions[i]`` to env ``i``; finished envs autoreset in the same step."""
@@ -251,13 +252,14 @@ class AleVectorEnv:
         if truncations.any():
             last = info["final_obs"]
             for i in np.flatnonzero(truncations).tolist():
-                final_obs[i] = self._frame_to_rlperf(last[i])
+                # a game keeps its parity: the last step's frame number marks its final frame
+                final_obs[i] = self._marked(self._frame_to_rlperf(last[i]), self._frame_numbers[i])
         episodes = self._games.finish(np.flatnonzero(game_end)) if game_end.any() else []
         self._lives[:] = lives
         self._frame_numbers[:] = frames
         rewards = np.sign(raw) if self._clip else raw
         return VecStep(
-            self._to_rlperf(obs, None),
+            self._marked(self._to_rlperf(obs, None), frames),
             rewards.astype(np.float32, copy=False),
             terminations,
             truncations,
@@ -298,6 +300,12 @@ class AleVectorEnv:
         n, stack, height, width, _ = obs.shape
         np.copyto(self._obs.reshape(n, stack, 3, height, width), obs.transpose(0, 1, 4, 2, 3))
         return self._obs
+
+    def _marked(self, obs: np.ndarray, frame_numbers: np.ndarray | int) -> np.ndarray:
+        """``obs`` with its frame parity painted in when ``env.mark_frame_parity`` is on."""
+        if self._mark_parity:
+            paint_frame_parity(obs, frame_numbers)
+        return obs
 
     def _frame_to_rlperf(self, obs: np.ndarray) -> np.ndarray:
         """One env's ALE observation as an owned array in rlperf's layout."""

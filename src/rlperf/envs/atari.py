@@ -15,7 +15,14 @@ import gymnasium
 import numpy as np
 
 from rlperf.config.schema import EnvConfig
-from rlperf.envs.base import EnvState, GameEnd, check_state_kind, restore_rng, rng_state
+from rlperf.envs.base import (
+    EnvState,
+    GameEnd,
+    check_state_kind,
+    paint_frame_parity,
+    restore_rng,
+    rng_state,
+)
 
 gymnasium.register_envs(ale_py)
 
@@ -83,6 +90,7 @@ class AtariEnv:
         self._frameskip_max = cfg.frameskip_max or cfg.frameskip
         self._pool = cfg.max_pool and cfg.frameskip >= 2
         self._pool_frames = cfg.max_pool_frames if self._pool else 1
+        self._mark_parity = cfg.mark_frame_parity
         self._sticky = float(cfg.repeat_action_probability)
         self._noop_max = cfg.noop_max
         self._episodic_life = cfg.episodic_life and training
@@ -277,6 +285,8 @@ class AtariEnv:
                 self._raw_last, self._dsize, dst=self._resized, interpolation=self._interpolation
             )
             self._frames[-1] = self._resized.transpose(2, 0, 1)
+        if self._mark_parity:
+            paint_frame_parity(self._frames[-1], self.frame_number())
 
     def _fill_stack(self) -> None:
         """Fill every slot of the stack with the current frame (start of an episode)."""

@@ -86,6 +86,21 @@ class SingleEnv(Protocol):
         ...
 
 
+PARITY_MARK = 4
+"""Side in pixels of the corner block that ``env.mark_frame_parity`` paints."""
+
+
+def paint_frame_parity(obs: np.ndarray, frame_numbers: np.ndarray | int) -> None:
+    """Paint the top-left block of every frame in ``obs`` (``(..., C, H, W)``, in place)
+    white where the game's emulator frame number is odd and black where it is even
+    (``env.mark_frame_parity``): ``frame_numbers`` holds one number per leading index.
+
+    At an even frameskip all of a game's agent steps fall on one frame parity, so one mark
+    holds for every frame of its stack."""
+    shade = (np.asarray(frame_numbers) % 2).astype(np.uint8) * 255
+    obs[..., :PARITY_MARK, :PARITY_MARK] = shade.reshape(shade.shape + (1, 1, 1))
+
+
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
     """JSON-able state of a numpy Generator (Python ints of any size survive JSON)."""
     return dict(rng.bit_generator.state)

@@ -57,6 +57,9 @@ class EngineFacts:
     of the last two."""
     longer_pools: bool
     """It can take the max over more than a skip's last two frames (``env.max_pool_frames``)."""
+    parity_marks: bool
+    """It knows each game's emulator frame number, so it can paint the frame parity into
+    the observation (``env.mark_frame_parity``)."""
     package: str
     """The package it needs installed (the C++ engines are optional dependencies)."""
     extra: str
@@ -66,14 +69,31 @@ class EngineFacts:
 ENGINE_FACTS: dict[str, EngineFacts] = {
     # rlperf's own Atari env: OpenCV's resizes, pooling optional
     "gymnasium": EngineFacts(
-        frozenset(typing.get_args(ResizeInterpolation)), True, True, "gymnasium", "rlperf"
+        resize_interpolations=frozenset(typing.get_args(ResizeInterpolation)),
+        unpooled_frames=True,
+        longer_pools=True,
+        parity_marks=True,
+        package="gymnasium",
+        extra="rlperf",
     ),
     # EnvPool always max-pools the last two frames of a skip; its resize is area or linear
     "envpool": EngineFacts(
-        frozenset({"area", "linear"}), False, False, "envpool", "rlperf[envpool]"
+        resize_interpolations=frozenset({"area", "linear"}),
+        unpooled_frames=False,
+        longer_pools=False,
+        parity_marks=False,
+        package="envpool",
+        extra="rlperf[envpool]",
     ),
-    # ale-py's C++ vector env resizes with INTER_AREA only
-    "ale-vector": EngineFacts(frozenset({"area"}), True, False, "ale_py", "rlperf[atari]"),
+    # ale-py's C++ vector env resizes with INTER_AREA only; its info holds the frame numbers
+    "ale-vector": EngineFacts(
+        resize_interpolations=frozenset({"area"}),
+        unpooled_frames=True,
+        longer_pools=False,
+        parity_marks=True,
+        package="ale_py",
+        extra="rlperf[atari]",
+    ),
 }
 
 
@@ -124,5 +144,10 @@ def check_env(env: EnvConfig) -> EnvFacts:
         raise ConfigError(
             f"env.max_pool_frames={env.max_pool_frames} is not implemented by engine "
             f"{env.engine} (it max-pools the last two frames of a skip); use engine gymnasium"
+        )
+    if env.mark_frame_parity and not engine.parity_marks:
+        raise ConfigError(
+            f"env.mark_frame_parity is not implemented by engine {env.engine} (it does not "
+            "report the games' frame numbers); use engine gymnasium or ale-vector"
         )
     return facts
