@@ -51,14 +51,16 @@ def layer_outputs(run: Path, checkpoint: str | None, steps: int) -> dict[str, np
     network = acting_policy(cfg, obs_shape, num_actions)
     load_policy(network, run, path, f"the run's network ({cfg.model.name})")
     network.eval()
-    relus = [(n, m) for n, m in network.policy_torso.named_modules() if isinstance(m, torch.nn.ReLU)]
-    sums = {name: 0.0 for name, _ in relus}
-    peaks: dict[str, torch.Tensor | float] = {name: float("-inf") for name, _ in relus}
+    relus = [
+        (n, m) for n, m in network.policy_torso.named_modules() if isinstance(m, torch.nn.ReLU)
+    ]
     seen: dict[str, torch.Tensor] = {}
+    sums: dict[str, torch.Tensor] = {}
+    peaks: dict[str, torch.Tensor] = {}
 
     def record(name: str):  # noqa: ANN202
         def hook(_module, _inputs, output: torch.Tensor) -> None:
-            seen[name] = output.detach().float()[0]
+            seen[name] = output.detach().float()[0].reshape(output.shape[1], -1)
 
         return hook
 
@@ -68,10 +70,10 @@ def layer_outputs(run: Path, checkpoint: str | None, steps: int) -> dict[str, np
         for _ in range(steps):
             with torch.no_grad():
                 network.policy_torso(network_input(torch.from_numpy(obs)[None]))
-            for name, out in seen.items():
-                per_unit = out.abs().reshape(out.shape[0], -1)  # (units, positions)
-                sums[name] = sums[name] + per_unit.mean(1)
-                peaks[name] = torch.maximum(torch.as_tensor(peaks[name]), out.reshape(out.shape[0], -1).amax(1))
+            for name, out in seen.items():  # (units, positions)
+                mean_abs, peak = out.abs().mean(1), out.amax(1)
+                sums[name] = sums[name] + mean_abs if name in sums else mean_abs
+                peaks[name] = torch.maximum(peaks[name], peak) if name in peaks else peak
             obs, _reward, terminated, truncated, game_end = env.step(agent.act(obs, False))
             if terminated or truncated or game_end is not None:
                 obs = env.reset()
@@ -79,10 +81,7 @@ def layer_outputs(run: Path, checkpoint: str | None, steps: int) -> dict[str, np
         for handle in handles:
             handle.remove()
         env.close()
-    return {
-        name: np.stack([(sums[name] / steps).numpy(), torch.as_tensor(peaks[name]).numpy()])
-        for name, _ in relus
-    }
+    return {name: np.stack([(sums[name] / steps).numpy(), peaks[name].numpy()]) for name in sums}
 
 
 def summarise(outputs: dict[str, np.ndarray]) -> dict[str, dict]:
