@@ -24,7 +24,8 @@ a policy whose way of winning a point leads into a serve it then loses alternate
 of a game (about 21-19), while a game that reaches a point won after a won point can repeat
 that point to 21-0; its games then split between the two. ``--by-parity`` prints the scores of
 the games on even and on odd frames apart; ``--values`` the critic's values before the serves by
-parity; ``--returns`` the points served to the opponent after a win by the agent's returns in them.
+parity; ``--returns`` the points served to the opponent after a win by the agent's returns in them;
+``--entropy`` the policy's entropy in the rallies by parity and serve.
 
     python benchmarks/pong_points.py RUN_DIR --checkpoints ckpt_00000200_000000204800 \
         ckpt_00000300_000000307200 --games 16 --json points.json
@@ -329,6 +330,28 @@ def returns_after_a_win(games: list[dict]) -> list[str]:
     return lines
 
 
+def entropy_by_parity(games: list[dict]) -> list[str]:
+    """Per frame parity and serve: the points and the policy's median entropy while the ball
+    was in play (records without it print nothing). Is the game a policy loses played more
+    surely than the one it wins, so that its random variation cannot find the winning return?"""
+    lines = []
+    for parity in ("even", "odd"):
+        for served_to in ("agent", "opponent"):
+            nats = [
+                p["entropy_rally"]
+                for g in games
+                if g.get("frame_parity") == parity
+                for p in g["points"]
+                if p["served_to"] == served_to and p.get("entropy_rally") is not None
+            ]
+            if nats:
+                lines.append(
+                    f"{parity} frames, served to the {served_to}: {len(nats)} points; the "
+                    f"policy's median entropy in the rally {statistics.median(nats):.2f} nats"
+                )
+    return lines
+
+
 def print_summaries(
     games: list[dict],
     label: str,
@@ -337,11 +360,13 @@ def print_summaries(
     by_parity: bool = False,
     values: bool = False,
     returns: bool = False,
+    entropy: bool = False,
 ) -> None:
     """A line (or a table row) per checkpoint, in env-step order; with ``by_parity`` the row of
     scores by frame parity instead; with ``after_win`` the checkpoint's points after a win
     follow, grouped (records without a parity print none); with ``values`` the critic's values
-    before the serves by parity; with ``returns`` those points by the agent's returns in them."""
+    before the serves by parity; with ``returns`` those points by the agent's returns in them;
+    with ``entropy`` the policy's entropy in the rallies by parity."""
     by_checkpoint: dict[str, list[dict]] = {}
     for game in sorted(games, key=lambda g: g["env_steps"] or 0):
         by_checkpoint.setdefault(game["checkpoint"], []).append(game)
@@ -355,6 +380,8 @@ def print_summaries(
         for line in values_by_parity(played) if values else []:
             print(f"    {line}")
         for line in returns_after_a_win(played) if returns else []:
+            print(f"    {line}")
+        for line in entropy_by_parity(played) if entropy else []:
             print(f"    {line}")
 
 
@@ -378,12 +405,14 @@ def main() -> None:
     p.add_argument(
         "--returns", action="store_true", help="also the points after a win by the returns in them"
     )
+    p.add_argument("--entropy", action="store_true", help="also the rallies' entropy by parity")
     args = p.parse_args()
 
     def show(games: list[dict], label: str) -> None:
         print_summaries(
-            games, label, args.markdown, args.after_win, args.by_parity, args.values, args.returns
-        )
+            games, label, args.markdown, args.after_win, args.by_parity, args.values,
+            args.returns, args.entropy,
+        )  # fmt: skip
 
     if args.from_json:
         for path in args.from_json:
