@@ -118,7 +118,13 @@ def main() -> None:
     p.add_argument("--from-json", nargs="+", type=Path, help="print recorded results instead")
     args = p.parse_args()
     if args.from_json:
-        print_rows([r for f in args.from_json for r in json.loads(f.read_text())])
+        records = []
+        for path in args.from_json:
+            recorded = json.loads(path.read_text())
+            if not isinstance(recorded, list) or not all("layers" in r for r in recorded):
+                p.error(f"{path} is not a record of this script's --json (checkpoints and layers)")
+            records += recorded
+        print_rows(records)
         return
     if args.run is None:
         p.error("give a run directory, or --from-json")

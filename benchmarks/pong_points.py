@@ -43,7 +43,7 @@ import argparse
 import dataclasses
 import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -237,12 +237,9 @@ def parity_row(label: str, games: list[dict]) -> str:
     return f"| {label}, {games[0]['env_steps']:,} | {cells[0]} | {cells[1]} |"
 
 
-def values_by_parity(games: list[dict]) -> list[str]:
-    """Per frame parity and serve: the points, the share won and the critic's median value
-    before the serve, then per parity the value at each game's first serve (records without
-    values print nothing). Does the critic tell the two games apart where the points are won
-    alike, and where the screen shows the same score?"""
-    lines = []
+def serve_groups(games: list[dict], field: str) -> Iterator[tuple[str, str, list[dict]]]:
+    """Per frame parity and serve (to the agent, to the opponent), the points that record
+    ``field``; groups without any are left out."""
     for parity in ("even", "odd"):
         for served_to in ("agent", "opponent"):
             points = [
@@ -250,15 +247,25 @@ def values_by_parity(games: list[dict]) -> list[str]:
                 for g in games
                 if g.get("frame_parity") == parity
                 for p in g["points"]
-                if p["served_to"] == served_to and p.get("value_at_serve") is not None
+                if p["served_to"] == served_to and p.get(field) is not None
             ]
             if points:
-                won = sum(p["won"] for p in points) / len(points)
-                value = statistics.median(p["value_at_serve"] for p in points)
-                lines.append(
-                    f"{parity} frames, served to the {served_to}: {len(points)} points, "
-                    f"{won:.2f} won; the critic's median value before the serve {value:.3f}"
-                )
+                yield parity, served_to, points
+
+
+def values_by_parity(games: list[dict]) -> list[str]:
+    """Per frame parity and serve: the points, the share won and the critic's median value
+    before the serve, then per parity the value at each game's first serve (records without
+    values print nothing). Does the critic tell the two games apart where the points are won
+    alike, and where the screen shows the same score?"""
+    lines = []
+    for parity, served_to, points in serve_groups(games, "value_at_serve"):
+        won = sum(p["won"] for p in points) / len(points)
+        value = statistics.median(p["value_at_serve"] for p in points)
+        lines.append(
+            f"{parity} frames, served to the {served_to}: {len(points)} points, "
+            f"{won:.2f} won; the critic's median value before the serve {value:.3f}"
+        )
     for parity in ("even", "odd"):
         # The first serve of a game is the one point both games show alike (0:0); later the
         # score on the screen differs with the games' fortunes, and the critic reads it.
@@ -334,22 +341,11 @@ def entropy_by_parity(games: list[dict]) -> list[str]:
     """Per frame parity and serve: the points and the policy's median entropy while the ball
     was in play (records without it print nothing). Is the game a policy loses played more
     surely than the one it wins, so that its random variation cannot find the winning return?"""
-    lines = []
-    for parity in ("even", "odd"):
-        for served_to in ("agent", "opponent"):
-            nats = [
-                p["entropy_rally"]
-                for g in games
-                if g.get("frame_parity") == parity
-                for p in g["points"]
-                if p["served_to"] == served_to and p.get("entropy_rally") is not None
-            ]
-            if nats:
-                lines.append(
-                    f"{parity} frames, served to the {served_to}: {len(nats)} points; the "
-                    f"policy's median entropy in the rally {statistics.median(nats):.2f} nats"
-                )
-    return lines
+    return [
+        f"{parity} frames, served to the {served_to}: {len(points)} points; the policy's "
+        f"median entropy in the rally {statistics.median(p['entropy_rally'] for p in points):.2f} nats"
+        for parity, served_to, points in serve_groups(games, "entropy_rally")
+    ]
 
 
 def print_summaries(
