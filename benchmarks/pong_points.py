@@ -25,7 +25,8 @@ of a game (about 21-19), while a game that reaches a point won after a won point
 that point to 21-0; its games then split between the two. ``--by-parity`` prints the scores of
 the games on even and on odd frames apart; ``--values`` the critic's values before the serves by
 parity; ``--returns`` the points served to the opponent after a win by the agent's returns in them;
-``--entropy`` the policy's entropy in the rallies by parity and serve.
+``--entropy`` the policy's entropy in the rallies by parity and serve. ``--start-parity even`` (or
+``odd``) plays games on that frame parity only (``env.start_parity``; rlperf's own Atari env).
 
     python benchmarks/pong_points.py RUN_DIR --checkpoints ckpt_00000200_000000204800 \
         ckpt_00000300_000000307200 --games 16 --json points.json
@@ -62,20 +63,19 @@ ALTERNATING_RUN = 12
 
 
 def play_points(
-    run: Path, checkpoint: str | None, games: int, seed: int | None, sticky: float | None = None
+    run: Path, checkpoint: str | None, games: int, seed: int | None, **env_keys: Any
 ) -> list[dict]:
     """``games`` games of ``run``'s checkpoint (its latest when None), each with its points;
-    ``sticky`` replaces the run's ``env.repeat_action_probability`` (a run trained with sticky
-    actions, played on the game without them)."""
+    ``env_keys`` replace the run's env settings (``repeat_action_probability=0``: a run trained
+    with sticky actions, played on the game without them; ``start_parity``: games on one frame
+    parity only)."""
     from rlperf.config.validate import load_valid_config
     from rlperf.enjoy import load_agent
     from rlperf.envs.make import make_env
     from rlperf.models.catalog import frame_dim
 
     cfg = load_valid_config(run / "config.yaml")
-    env_cfg = cfg.env
-    if sticky is not None:
-        env_cfg = dataclasses.replace(env_cfg, repeat_action_probability=sticky)
+    env_cfg = dataclasses.replace(cfg.env, **env_keys)
     env = make_env(
         env_cfg, frame_dim(cfg.env, cfg.model), cfg.seed + 10_000 if seed is None else seed,
         training=False,
@@ -390,6 +390,9 @@ def main() -> None:
     p.add_argument(
         "--sticky", type=float, default=None, help="play with this repeat_action_probability"
     )
+    p.add_argument(
+        "--start-parity", choices=("any", "even", "odd"), help="play games on this parity only"
+    )
     p.add_argument("--json", type=Path, help="write the games played here")
     p.add_argument("--from-json", nargs="+", type=Path, help="print recorded games instead")
     p.add_argument("--markdown", action="store_true", help="print Markdown table rows")
@@ -420,10 +423,18 @@ def main() -> None:
         return
     if args.run is None:
         p.error("give a run directory or --from-json")
+    env_keys = {
+        key: value
+        for key, value in (
+            ("repeat_action_probability", args.sticky),
+            ("start_parity", args.start_parity),
+        )
+        if value is not None
+    }
     games = [
         g
         for c in args.checkpoints
-        for g in play_points(args.run, c, args.games, args.seed, args.sticky)
+        for g in play_points(args.run, c, args.games, args.seed, **env_keys)
     ]
     show(games, args.run.name)
     if args.json:

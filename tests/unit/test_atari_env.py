@@ -91,6 +91,27 @@ def test_frame_number_counts_frames_and_no_op_starts_vary_its_parity():
     env.close()
 
 
+@pytest.mark.parametrize("wanted", [0, 1])
+def test_start_parity_starts_every_game_on_the_parity_asked(wanted):
+    # Against the same seed without it: the same no-op draws, and a game that would have
+    # started on the other parity starts one frame later and stays on the parity asked.
+    keys = {"id": "ALE/Pong-v5", "frameskip": 4, "noop_max": 30}
+    chosen = AtariEnv(EnvConfig(start_parity=("even", "odd")[wanted], **keys), 64, seed=0)
+    free = AtariEnv(EnvConfig(**keys), 64, seed=0)
+    moved = []
+    for _ in range(8):
+        chosen.reset()
+        free.reset()
+        moved.append(chosen.frame_number() - free.frame_number())
+        for action in [2, 3, 0]:
+            assert chosen.frame_number() % 2 == wanted
+            chosen.step(action)
+            free.step(action)
+    assert set(moved) == {0, 1}  # some games needed the extra frame, some did not
+    chosen.close()
+    free.close()
+
+
 def test_mark_frame_parity_paints_the_corner_by_the_games_parity_and_nothing_else():
     # The same seeds with and without the mark play the same games (the mark is drawn after
     # the frame is made), so the observations differ in the corner block alone.

@@ -105,6 +105,15 @@ def run_cli(capsys, *argv):
             ["--engine", "envpool", "env.mark_frame_parity=true"],
             "env.mark_frame_parity is not implemented by engine envpool",
         ),
+        (
+            ["--engine", "ale-vector", "env.start_parity=even"],
+            "env.start_parity=even is not implemented by engine ale-vector",
+        ),
+        (
+            ["--engine", "gymnasium", "env.start_parity=odd", "env.frameskip=5"],
+            "env.start_parity=odd needs an even env.frameskip without env.frameskip_max",
+        ),
+        (["env.start_parity=both"], "env.start_parity must be one of"),
         (["env.max_pool_frames=5"], "env.max_pool_frames must be 2 to env.frameskip (4), got 5"),
         (["env.max_pool_frames=1"], "env.max_pool_frames must be at least 2, got 1"),
         (

@@ -28,6 +28,7 @@ from rlperf.config.choices import (
     Activation,
     Engine,
     FaultSite,
+    FrameParity,
     NanPolicy,
     Precision,
     ResizeInterpolation,
@@ -102,6 +103,8 @@ class EnvConfig(Section):
     """Atari: how many of a skip's last frames max_pool takes the max of: 2 (DeepMind's) up to env.frameskip; more than 2 on engine gymnasium only. Pong with 4 frames per step moves the agent's paddle on even frames only, and the max of 3 shows each move on either frame parity, the max of 2 on one parity only."""
     mark_frame_parity: bool = False
     """Atari, a diagnostic: paint the observation's top-left corner (a 4x4 block of each frame) white on a game whose frames are odd, black on even, so the network is told which of Pong's two games (one per frame parity at an even frameskip) it plays; engines gymnasium and ale-vector. Not a standard Atari observation: a policy trained with it needs it when it plays."""
+    start_parity: FrameParity = "any"
+    """Atari, a diagnostic: start every game on this frame parity, even or odd (one more no-op frame after the random no-ops when the game would start on the other), so that a run at an even frameskip plays one of Pong's two games only; engine gymnasium, an even env.frameskip without frameskip_max. any (the standard): the no-ops set each game's parity at random. Not a standard Atari start: half the games of a standard evaluation are on the other parity."""
     resize_interpolation: ResizeInterpolation = "area"
     """Atari: how frames are shrunk to dim x dim: area (OpenCV INTER_AREA, smoothest), linear (about 7x faster) or nearest; engine envpool takes area or linear, ale-vector only its built-in area."""
     noop_max: NonNegativeInt = 30

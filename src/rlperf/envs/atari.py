@@ -91,6 +91,7 @@ class AtariEnv:
         self._pool = cfg.max_pool and cfg.frameskip >= 2
         self._pool_frames = cfg.max_pool_frames if self._pool else 1
         self._mark_parity = cfg.mark_frame_parity
+        self._start_parity = {"any": None, "even": 0, "odd": 1}[cfg.start_parity]
         self._sticky = float(cfg.repeat_action_probability)
         self._noop_max = cfg.noop_max
         self._episodic_life = cfg.episodic_life and training
@@ -315,6 +316,9 @@ class AtariEnv:
                     self._game_return += ale.act(_NOOP)
                 if ale.game_over():
                     continue
+            # FIRE's steps add an even number of frames at the even frameskip this needs.
+            if self._start_parity is not None and self.frame_number() % 2 != self._start_parity:
+                self._game_return += ale.act(_NOOP)
             if self._press_fire():
                 break
         if not self._fire_actions:

@@ -60,6 +60,8 @@ class EngineFacts:
     parity_marks: bool
     """It knows each game's emulator frame number, so it can paint the frame parity into
     the observation (``env.mark_frame_parity``)."""
+    chosen_start_parity: bool
+    """It can start every game on a chosen frame parity (``env.start_parity``)."""
     package: str
     """The package it needs installed (the C++ engines are optional dependencies)."""
     extra: str
@@ -73,6 +75,7 @@ ENGINE_FACTS: dict[str, EngineFacts] = {
         unpooled_frames=True,
         longer_pools=True,
         parity_marks=True,
+        chosen_start_parity=True,
         package="gymnasium",
         extra="rlperf",
     ),
@@ -82,6 +85,7 @@ ENGINE_FACTS: dict[str, EngineFacts] = {
         unpooled_frames=False,
         longer_pools=False,
         parity_marks=False,
+        chosen_start_parity=False,
         package="envpool",
         extra="rlperf[envpool]",
     ),
@@ -91,6 +95,7 @@ ENGINE_FACTS: dict[str, EngineFacts] = {
         unpooled_frames=True,
         longer_pools=False,
         parity_marks=True,
+        chosen_start_parity=False,
         package="ale_py",
         extra="rlperf[atari]",
     ),
@@ -150,4 +155,17 @@ def check_env(env: EnvConfig) -> EnvFacts:
             f"env.mark_frame_parity is not implemented by engine {env.engine} (it does not "
             "report the games' frame numbers); use engine gymnasium or ale-vector"
         )
+    if env.start_parity != "any":
+        if not engine.chosen_start_parity:
+            raise ConfigError(
+                f"env.start_parity={env.start_parity} is not implemented by engine {env.engine} "
+                "(its resets are its own); use engine gymnasium"
+            )
+        if env.frameskip % 2 or env.frameskip_max:
+            # An odd or random skip moves each game from one parity to the other as it goes.
+            raise ConfigError(
+                f"env.start_parity={env.start_parity} needs an even env.frameskip without "
+                f"env.frameskip_max (got frameskip {env.frameskip}, frameskip_max "
+                f"{env.frameskip_max}): only then does a game stay on the parity it starts on"
+            )
     return facts
