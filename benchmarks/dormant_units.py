@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from parity_probe import load_player
 
 TAUS = (0.025, 0.1)
 """Dormancy thresholds, as shares of the layer's mean absolute output (Sokar et al. use both)."""
@@ -36,21 +37,10 @@ def layer_outputs(run: Path, checkpoint: str | None, steps: int) -> dict[str, np
     """Per ReLU layer of the policy torso: each unit's mean absolute output and its largest
     output, over ``steps`` observations of the checkpoint's own play."""
     from rlperf.config.validate import load_valid_config
-    from rlperf.core.checkpoint import load_policy
-    from rlperf.enjoy import load_agent
-    from rlperf.envs.make import make_env
-    from rlperf.models.catalog import frame_dim
     from rlperf.models.policy import network_input
-    from rlperf.training.registry import acting_policy
 
-    cfg = load_valid_config(run / "config.yaml")
-    env = make_env(cfg.env, frame_dim(cfg.env, cfg.model), cfg.seed + 30_000, training=False)
-    path = None if checkpoint is None else run / "checkpoints" / checkpoint
-    obs_shape, num_actions = tuple(env.observation_space.shape or ()), int(env.action_space.n)
-    agent = load_agent(run, cfg, path, obs_shape, num_actions)
-    network = acting_policy(cfg, obs_shape, num_actions)
-    load_policy(network, run, path, f"the run's network ({cfg.model.name})")
-    network.eval()
+    seed = load_valid_config(run / "config.yaml").seed + 30_000
+    env, agent, network = load_player(run, checkpoint, seed)
     relus = [
         (n, m) for n, m in network.policy_torso.named_modules() if isinstance(m, torch.nn.ReLU)
     ]

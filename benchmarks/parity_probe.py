@@ -31,30 +31,40 @@ FOLDS = 5
 """Cross-validation folds over games."""
 
 
-def play_first_points(
-    run: Path, checkpoint: str | None, games: int, seed: int | None, random_actions: bool
-) -> dict[str, np.ndarray]:
-    """Per agent step up to each game's first point: torso features, last frame, last frame
-    minus the one before (absolute), the game's parity (1 = odd) and the game's index."""
+def load_player(run: Path, checkpoint: str | None, seed: int) -> tuple:
+    """A checkpoint of ``run`` (its latest when None) ready to play: the run's evaluation env
+    seeded with ``seed``, the agent that acts (sampled or greedy actions) and the policy's
+    network in eval mode, for reading its layers."""
     from rlperf.config.validate import load_valid_config
     from rlperf.core.checkpoint import load_policy
     from rlperf.enjoy import load_agent
     from rlperf.envs.make import make_env
     from rlperf.models.catalog import frame_dim
-    from rlperf.models.policy import network_input
     from rlperf.training.registry import acting_policy
 
     cfg = load_valid_config(run / "config.yaml")
-    env = make_env(
-        cfg.env, frame_dim(cfg.env, cfg.model), cfg.seed + 20_000 if seed is None else seed,
-        training=False,
-    )  # fmt: skip
+    env = make_env(cfg.env, frame_dim(cfg.env, cfg.model), seed, training=False)
     path = None if checkpoint is None else run / "checkpoints" / checkpoint
     obs_shape, num_actions = tuple(env.observation_space.shape or ()), int(env.action_space.n)
     agent = load_agent(run, cfg, path, obs_shape, num_actions)
     network = acting_policy(cfg, obs_shape, num_actions)
     load_policy(network, run, path, f"the run's network ({cfg.model.name})")
     network.eval()
+    return env, agent, network
+
+
+def play_first_points(
+    run: Path, checkpoint: str | None, games: int, seed: int | None, random_actions: bool
+) -> dict[str, np.ndarray]:
+    """Per agent step up to each game's first point: torso features, last frame, last frame
+    minus the one before (absolute), the game's parity (1 = odd) and the game's index."""
+    from rlperf.config.validate import load_valid_config
+    from rlperf.models.policy import network_input
+
+    if seed is None:
+        seed = load_valid_config(run / "config.yaml").seed + 20_000
+    env, agent, network = load_player(run, checkpoint, seed)
+    num_actions = int(env.action_space.n)
     rng = np.random.default_rng(0)
     rows: dict[str, list] = {"torso": [], "frame": [], "change": [], "parity": [], "game": []}
     try:
