@@ -66,7 +66,7 @@ def play_segment(cfg, network, parity: str, steps: int, seed: int) -> dict[str, 
         obs = env.reset()
         for _ in range(steps):
             action, logprob, value = network.act(torch.from_numpy(obs)[None])
-            rows["obs"].append(obs)
+            rows["obs"].append(obs.copy())  # the env refills one buffer in place
             rows["actions"].append(int(action))
             rows["logprobs"].append(float(logprob))
             rows["values"].append(float(value))
