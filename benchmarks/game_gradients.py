@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,7 +52,9 @@ ADAM_BETA2 = 0.999
 """torch.optim.Adam's default, which rlperf's optimizer uses."""
 
 
-def play_segment(cfg, network, parity: str, steps: int, seed: int) -> dict[str, torch.Tensor]:  # noqa: ANN001
+def play_segment(
+    cfg: Any, network: torch.nn.Module, parity: str, steps: int, seed: int
+) -> dict[str, torch.Tensor]:
     """``steps`` agent steps of the network's sampled play on one frame parity, from a fresh
     game (the run's training env): observations, actions, old log-probs, values, rewards,
     dones, and the value of the observation after the last step."""
@@ -60,8 +63,9 @@ def play_segment(cfg, network, parity: str, steps: int, seed: int) -> dict[str, 
 
     env_cfg = dataclasses.replace(cfg.env, start_parity=parity)
     env = make_env(env_cfg, frame_dim(cfg.env, cfg.model), seed, training=True)
-    rows: dict[str, list] = {k: [] for k in ("obs", "actions", "logprobs", "values", "rewards")}
-    rows["dones"] = []
+    rows: dict[str, list] = {
+        k: [] for k in ("obs", "actions", "logprobs", "values", "rewards", "dones")
+    }
     try:
         obs = env.reset()
         for _ in range(steps):
@@ -84,7 +88,7 @@ def play_segment(cfg, network, parity: str, steps: int, seed: int) -> dict[str, 
     return segment
 
 
-def advantages(cfg, segment: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+def advantages(cfg: Any, segment: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE advantages and returns of one segment (one env: N = 1), as the learner computes."""
     from rlperf.algos.returns import gae
 
@@ -100,23 +104,26 @@ def advantages(cfg, segment: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tor
 
 
 def loss_gradients(
-    network: torch.nn.Module, segment: dict, adv_norm: torch.Tensor, vf_coef: float
+    network: torch.nn.Module, segment: dict, adv_norm: torch.Tensor, settings: Any
 ) -> dict[str, torch.Tensor]:
     """The flat gradients of the policy loss (-mean(A * logprob), PPO's at ratio 1) and of
-    ``vf_coef`` x the value loss over one segment."""
+    ``vf_coef`` x the value loss (the learner's :func:`value_error`) over one segment."""
+    from rlperf.algos.surrogate import value_error
+
     obs, actions = segment["obs"], segment["actions"]
-    params = [p for _, p in network.named_parameters()]
+    params = list(network.parameters())
     grads = {}
     for name in ("policy", "value"):
         network.zero_grad(set_to_none=True)
         for chunk in torch.split(torch.arange(len(actions)), 512):
             logprob, _entropy, value = network.evaluate(obs[chunk], actions[chunk])
             if name == "policy":
-                loss = -(adv_norm[chunk] * logprob).sum() / len(actions)
+                loss = -(adv_norm[chunk] * logprob).mean()
             else:
-                loss = vf_coef * 0.5 * ((value - segment["returns"][chunk]) ** 2).sum()
-                loss = loss / len(actions)
-            loss.backward()
+                old, target = segment["values"][chunk].float(), segment["returns"][chunk]
+                loss = settings.vf_coef * value_error(value, old, target, settings)
+            # Chunks weighted by their share, so the sum is the segment's mean.
+            (loss * len(chunk) / len(actions)).backward()
         grads[name] = torch.cat(
             [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
         ).double()
@@ -183,6 +190,7 @@ def agreement(
 
 def read_checkpoint(run: Path, checkpoint: str, segments: int, steps: int) -> dict:
     """One checkpoint's record: per loss, metric and parameter group, :func:`agreement`."""
+    from rlperf.algos.surrogate import SurrogateSettings
     from rlperf.config.validate import load_valid_config
     from rlperf.core.checkpoint import load_checkpoint
 
@@ -205,8 +213,9 @@ def read_checkpoint(run: Path, checkpoint: str, segments: int, steps: int) -> di
             seg["advantages"], seg["returns"] = advantages(cfg, seg)
     all_adv = torch.cat([s["advantages"] for segs in played.values() for s in segs])
     mean, std = all_adv.mean(), all_adv.std() + 1e-8
+    settings = SurrogateSettings.of(cfg.ppo)
     grads = {
-        parity: [loss_gradients(network, s, (s["advantages"] - mean) / std, cfg.ppo.vf_coef)
+        parity: [loss_gradients(network, s, (s["advantages"] - mean) / std, settings)
                  for s in segs]
         for parity, segs in played.items()
     }  # fmt: skip
