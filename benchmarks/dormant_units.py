@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from parity_probe import load_player
+from parity_probe import load_player, recorded
 
 TAUS = (0.025, 0.1)
 """Dormancy thresholds, as shares of the layer's mean absolute output (Sokar et al. use both)."""
@@ -108,13 +108,7 @@ def main() -> None:
     p.add_argument("--from-json", nargs="+", type=Path, help="print recorded results instead")
     args = p.parse_args()
     if args.from_json:
-        records = []
-        for path in args.from_json:
-            recorded = json.loads(path.read_text())
-            if not isinstance(recorded, list) or not all("layers" in r for r in recorded):
-                p.error(f"{path} is not a record of this script's --json (checkpoints and layers)")
-            records += recorded
-        print_rows(records)
+        print_rows(recorded(p, args.from_json, "layers", "checkpoints and layers"))
         return
     if args.run is None:
         p.error("give a run directory, or --from-json")

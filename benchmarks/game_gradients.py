@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from parity_probe import load_player
+from parity_probe import load_player, recorded
 
 PARITIES = ("even", "odd")
 GROUPS = {
@@ -286,18 +286,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run", type=Path, nargs="?", help="a run directory with checkpoints")
     p.add_argument("--checkpoints", nargs="+", help="checkpoint names")
-    p.add_argument("--segments", type=int, default=8, help="independent segments per parity")
+    p.add_argument("--segments", type=int, default=32, help="independent segments per parity")
     p.add_argument("--steps", type=int, default=2048, help="agent steps per segment")
     p.add_argument("--json", type=Path, help="write the records here")
     p.add_argument("--from-json", nargs="+", type=Path, help="print recorded results instead")
     args = p.parse_args()
     if args.from_json:
-        records = []
-        for path in args.from_json:
-            recorded = json.loads(path.read_text())
-            if not isinstance(recorded, list) or not all("readings" in r for r in recorded):
-                p.error(f"{path} is not a record of this script's --json (checkpoints, readings)")
-            records += recorded
+        records = recorded(p, args.from_json, "readings", "checkpoints and their readings")
     else:
         if args.run is None or not args.checkpoints:
             p.error("give a run directory and --checkpoints, or --from-json")

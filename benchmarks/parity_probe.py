@@ -53,6 +53,19 @@ def load_player(run: Path, checkpoint: str | None, seed: int) -> tuple:
     return env, agent, network
 
 
+def recorded(parser: argparse.ArgumentParser, paths: list[Path], key: str, holds: str) -> list:
+    """The records in the ``--json`` files ``paths`` of a script whose records each carry
+    ``key``; a file that is not one ends the script through ``parser`` with a one-line error
+    (``holds``: what such a record holds, for the message)."""
+    records = []
+    for path in paths:
+        loaded = json.loads(path.read_text())
+        if not isinstance(loaded, list) or not all(key in r for r in loaded):
+            parser.error(f"{path} is not a record of this script's --json ({holds})")
+        records += loaded
+    return records
+
+
 def play_first_points(
     run: Path, checkpoint: str | None, games: int, seed: int | None, random_actions: bool
 ) -> dict[str, np.ndarray]:
