@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import tempfile
 import time
@@ -308,7 +307,6 @@ def test_w_n_runs_rllib_rollout_workers_that_each_hold_the_policy(two_nodes, run
     learner_parameters = sum(
         p.numel() for p in build_model(ModelConfig(name="mlp"), (4,), 2).parameters()
     )
-    update_ms = {}
     for workers in (1, 4):
         rows, manifest = _rllib_run(two_nodes, runs_root, workers)
         actors = [p for p in manifest["resources"]["processes"] if p["role"] == "actor"]
@@ -321,9 +319,9 @@ def test_w_n_runs_rllib_rollout_workers_that_each_hold_the_policy(two_nodes, run
         assert all(r["update_time_ms"] > 0 for r in rows)
         # the weights are already there when sampling starts (after the first iteration)
         assert [r["perf/actor_weight_pulls"] for r in rows[1:]] == [0] * (len(rows) - 1)
-        update_ms[workers] = statistics.median(r["update_time_ms"] for r in rows[1:])
-    # one set_weights per worker, each waited for: more workers, a longer update
-    assert update_ms[4] > update_ms[1], update_ms
+        # one set_weights per worker in every update, each waited for (so the update phase
+        # grows with the workers: timed in benchmarks, not here)
+        assert all(r["perf/actor_weight_pushes"] == workers for r in rows)
 
 
 def test_shutdown_leaves_no_ray_processes(two_nodes) -> None:

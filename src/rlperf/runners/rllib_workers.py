@@ -40,6 +40,9 @@ class RLlibWorkers(RayRunner):
     # with lag 0), weights pushed to every worker after each update
     facts: ClassVar[RunnerFacts] = RayRunner.facts
 
+    weight_pushes = 0
+    """Workers that answered the last update's ``set_weights`` before the timeout."""
+
     def _asynchronous(self) -> bool:
         return False  # RLlib 1.1's PPO sampled synchronously, whatever the algorithm
 
@@ -67,4 +70,8 @@ class RLlibWorkers(RayRunner):
         ]
         # A worker that died is found (and replaced) by the next sample call; here only the
         # time until every live worker holds the weights matters.
-        self._ray.wait(pushed, num_returns=len(pushed), timeout=self.timeout_s)
+        held, _ = self._ray.wait(pushed, num_returns=len(pushed), timeout=self.timeout_s)
+        self.weight_pushes = len(held)
+
+    def worker_metrics(self) -> dict[str, float]:
+        return {**super().worker_metrics(), "perf/actor_weight_pushes": float(self.weight_pushes)}
