@@ -320,7 +320,7 @@ def test_w_n_runs_rllib_rollout_workers_that_each_hold_the_policy(two_nodes, run
         # the weights are already there when sampling starts (after the first iteration)
         assert [r["perf/actor_weight_pulls"] for r in rows[1:]] == [0] * (len(rows) - 1)
         # one set_weights per worker in every update, each waited for (so the update phase
-        # grows with the workers: timed in benchmarks, not here)
+        # grows with the workers: the `thesis-workers` matrix times it, a test cannot)
         assert all(r["perf/actor_weight_pushes"] == workers for r in rows)
 
 
