@@ -2,26 +2,42 @@
 
 import csv
 import json
-import time
 
+import pytest
+
+from rlperf.telemetry import timers
 from rlperf.telemetry.sinks import CsvSink, JsonlSink, truncate_records
 from rlperf.telemetry.timers import PHASES, PhaseTimer
 
 
-def test_phases_and_other_add_up_to_the_wall_time():
+class FakeClock:
+    """A fake ``time`` module for the timers: its ``perf_counter`` moves only when the test
+    advances it, so each phase's seconds are exact whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_phases_and_other_add_up_to_the_wall_time(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(timers, "time", clock)
     timer = PhaseTimer()
+    clock.now += 5.0  # before the first lap: not in the next one
     timer.lap()
     with timer.phase("sample"), timer.phase("env_step"):
-        time.sleep(0.02)
+        clock.now += 0.02
     with timer.phase("learn"):
-        time.sleep(0.03)
-    time.sleep(0.01)  # unaccounted work lands in "other"
+        clock.now += 0.03
+    clock.now += 0.01  # unaccounted work lands in "other"
     times = timer.lap()
     assert abs(sum(times[p] for p in (*PHASES, "other")) - times["wall"]) < 1e-9
-    # each phase holds its own sleep, and "other" only the unaccounted one
-    assert 0.02 <= times["sample"] < 0.03 and 0.02 <= times["env_step"] <= times["sample"]
-    assert 0.03 <= times["learn"] < 0.04 and 0.01 <= times["other"] < 0.02
-    assert 0.06 <= times["wall"] < 0.08
+    # each phase holds its own time, and "other" only the unaccounted one
+    assert times["sample"] == pytest.approx(0.02) and times["env_step"] == pytest.approx(0.02)
+    assert times["learn"] == pytest.approx(0.03) and times["other"] == pytest.approx(0.01)
+    assert times["wall"] == pytest.approx(0.06)
     assert timer.lap()["sample"] == 0.0  # a new lap starts empty
 
 
