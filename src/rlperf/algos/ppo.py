@@ -91,9 +91,11 @@ class PPO:
         logprobs_B = batch.logprobs_TN.reshape(B)
         values_B = batch.values_TN.reshape(B)
         advantages_B = advantages_TN.reshape(B)
+        leading = self._leading_parity(batch, progress)
         data = SurrogateBatch(
-            obs_B, actions_B, logprobs_B, values_B, advantages_B, returns_TN.reshape(B)
-        )
+            obs_B, actions_B, logprobs_B, values_B, advantages_B, returns_TN.reshape(B),
+            None if leading is None else self._parity_weights(batch, leading),
+        )  # fmt: skip
         ent_start = (
             cfg.late_phase_ent_coef
             if late and cfg.late_phase_ent_coef is not None
@@ -131,7 +133,28 @@ class PPO:
                 "losses/late_phase": float(late),
             }
         )
+        if cfg.parity_balance_gap is not None:
+            metrics["losses/leading_parity"] = -1.0 if leading is None else float(leading)
         return metrics
+
+    def _leading_parity(self, batch: Rollout, progress: Progress) -> int | None:
+        """With ``parity_balance_gap``: the frame parity (0 even, 1 odd) whose last games
+        lead the other's by more than the gap; None while they are within it or not known."""
+        gap = self.cfg.parity_balance_gap
+        even, odd = progress.parity_means
+        if gap is None or even is None or odd is None or batch.frame_parity_TN is None:
+            return None
+        if abs(even - odd) <= gap:
+            return None
+        return 0 if even > odd else 1
+
+    def _parity_weights(self, batch: Rollout, leading: int) -> torch.Tensor:
+        """(B,) loss weights: ``parity_balance_weight`` for the leading parity's samples, 1
+        for the rest (the lagging game's, and samples whose parity is not known)."""
+        assert batch.frame_parity_TN is not None
+        parity_B = batch.frame_parity_TN.reshape(-1)
+        weight = torch.tensor(self.cfg.parity_balance_weight, device=parity_B.device)
+        return torch.where(parity_B == leading, weight, torch.ones_like(weight))
 
     def _in_late_phase(self, progress: Progress) -> bool:
         """Whether the late phase has begun, starting it when the mean return of the last

@@ -67,8 +67,10 @@ def clipped_surrogate(
     old_logprob: torch.Tensor,
     advantages: torch.Tensor,
     settings: SurrogateSettings,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossParts]:
-    """The clipped policy loss and its diagnostics (approx KL, clip fraction, detached)."""
+    """The clipped policy loss (a mean over the samples, weighted by ``weights`` where
+    given) and its diagnostics (approx KL, clip fraction, detached, unweighted)."""
     logratio = logprob - old_logprob
     ratio = logratio.exp()
     if settings.norm_adv and settings.norm_adv_over == "minibatch":
@@ -76,7 +78,9 @@ def clipped_surrogate(
         advantages = normalised(advantages)
     # The pessimistic bound of the two objectives (as a loss, the max).
     clip = settings.clip_coef
-    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip, 1 + clip)).mean()
+    pg_loss = weighted_mean(
+        torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip, 1 + clip)), weights
+    )
     with torch.no_grad():
         parts = {
             "policy_loss": pg_loss.detach(),
@@ -85,6 +89,13 @@ def clipped_surrogate(
             "clipfrac": ((ratio - 1).abs() > clip).float().mean(),
         }
     return pg_loss, parts
+
+
+def weighted_mean(values: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The mean of ``values``, or their mean weighted by ``weights`` (0 where all are 0)."""
+    if weights is None:
+        return values.mean()
+    return (values * weights).sum() / weights.sum().clamp_min(1e-8)
 
 
 def normalised(advantages: torch.Tensor) -> torch.Tensor:
@@ -97,9 +108,10 @@ def value_error(
     old_value: torch.Tensor,
     returns: torch.Tensor,
     settings: SurrogateSettings,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """0.5 x the mean squared value error, clipped around the old prediction and clamped
-    as the settings say."""
+    """0.5 x the mean squared value error (weighted by ``weights`` where given), clipped
+    around the old prediction and clamped as the settings say."""
     error = (value - returns) ** 2
     if settings.vf_clip_coef is not None:
         c = settings.vf_clip_coef
@@ -107,7 +119,7 @@ def value_error(
         error = torch.max(error, (clipped - returns) ** 2)
     if settings.vf_loss_clip is not None:
         error = error.clamp(max=settings.vf_loss_clip)
-    return 0.5 * error.mean()
+    return 0.5 * weighted_mean(error, weights)
 
 
 def ppo_loss(
@@ -120,16 +132,19 @@ def ppo_loss(
     advantages: torch.Tensor,
     returns: torch.Tensor,
     kl_coeff: float | torch.Tensor,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossParts]:
-    """PPO's loss on one minibatch and its parts (detached), all 1-D tensors of equal length."""
-    pg_loss, parts = clipped_surrogate(new_logprob, old_logprob, advantages, settings)
-    v_loss = value_error(new_value, old_value, returns, settings)
-    entropy_mean = entropy.mean()
+    """PPO's loss on one minibatch and its parts (detached), all 1-D tensors of equal length.
+    With ``weights`` every term is a weighted mean: a sample's whole loss scales, so a
+    down-weighted sample's entropy bonus does not outweigh its policy and value terms."""
+    pg_loss, parts = clipped_surrogate(new_logprob, old_logprob, advantages, settings, weights)
+    v_loss = value_error(new_value, old_value, returns, settings, weights)
+    entropy_mean = weighted_mean(entropy, weights)
     loss = pg_loss - settings.ent_coef * entropy_mean + settings.vf_coef * v_loss
     if isinstance(kl_coeff, torch.Tensor) or kl_coeff > 0:
         # RLlib's adaptive KL penalty (differentiable: the same k3 estimator).
         logratio = new_logprob - old_logprob
-        loss = loss + kl_coeff * ((logratio.exp() - 1) - logratio).mean()
+        loss = loss + kl_coeff * weighted_mean((logratio.exp() - 1) - logratio, weights)
     parts.update(value_loss=v_loss.detach(), entropy=entropy_mean.detach())
     return loss, parts
 
@@ -189,6 +204,8 @@ class SurrogateBatch:
     old_value: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    weights: torch.Tensor | None = None
+    """Each sample's weight in the loss (:func:`ppo_loss`); None: all equal."""
 
 
 def surrogate_epochs(
@@ -215,6 +232,7 @@ def surrogate_epochs(
         return ppo_loss(
             settings, new_logprob, entropy, new_value, data.old_logprob[idx],
             data.old_value[idx], data.advantages[idx], data.returns[idx], kl_coeff,
+            None if data.weights is None else data.weights[idx],
         )  # fmt: skip
 
     return minibatch_epochs(
@@ -223,7 +241,9 @@ def surrogate_epochs(
 
 
 def _fields(batch: SurrogateBatch) -> list[torch.Tensor]:
-    return [getattr(batch, f.name) for f in dataclasses.fields(batch)]
+    """The batch's tensors in field order; an absent (None) field is left out, and it is
+    the last one, so a batch rebuilt from the list positionally is the same shape."""
+    return [t for f in dataclasses.fields(batch) if (t := getattr(batch, f.name)) is not None]
 
 
 class RecordedMinibatch:
@@ -264,7 +284,7 @@ class RecordedMinibatch:
             new_logprob, entropy, new_value = self.policy.evaluate(b.obs, b.actions)
         loss, parts = ppo_loss(
             self.settings, new_logprob, entropy, new_value, b.old_logprob, b.old_value,
-            b.advantages, b.returns, self.kl_coeff,
+            b.advantages, b.returns, self.kl_coeff, b.weights,
         )  # fmt: skip
         grad_norm = self.step.apply(loss, self.settings.max_grad_norm)
         for name, value in parts.items():

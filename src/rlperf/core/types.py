@@ -68,6 +68,10 @@ class Rollout:
     """Value of the final observation where an episode was cut by a step limit at step t
     (its ``dones_TN[t]`` is set), 0 elsewhere: the episode did not really end, so the
     learner adds ``gamma`` times this value to the reward."""
+    frame_parity_TN: torch.Tensor | None = None
+    """int8: the frame parity of the game each step belongs to (see
+    :attr:`~rlperf.envs.base.EpisodeEnd.frame_parity`), -1 where not known; allocated
+    rollouts have it, hand-built ones may leave it out."""
 
     @classmethod
     def allocate(
@@ -85,7 +89,8 @@ class Rollout:
         """Zeroed buffers for ``num_steps`` steps of ``num_envs`` envs (with a leading axis of
         ``slots`` when given), in the dtypes every runner writes and every algorithm reads:
         observations ``obs_dtype`` (uint8 frames, float32 features), actions int64, and
-        log-probabilities, values, rewards, dones (0.0 or 1.0) and truncation values float32.
+        log-probabilities, values, rewards, dones (0.0 or 1.0) and truncation values float32,
+        frame parities int8 (-1: not known).
         ``pin_memory`` makes host-to-GPU copies asynchronous; ``share_memory`` puts the
         buffers where other processes can write them."""
         lead = () if slots is None else (slots,)
@@ -104,6 +109,7 @@ class Rollout:
             dones_TN=zeros((T, N)),
             next_obs_N=zeros((N, *obs_shape), obs_dtype),
             truncation_values_TN=zeros((T, N)),
+            frame_parity_TN=zeros((T, N), torch.int8).fill_(-1),
         )
 
     @property
@@ -120,6 +126,7 @@ class Rollout:
             **{
                 f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)
                 for f in fields(self)
+                if getattr(self, f.name) is not None
             }
         )
 
@@ -190,6 +197,9 @@ class Progress:
     """Share of the way from the run's first 100 games to ``stop.target_reward`` that the
     mean of the last 100 has covered (None without a target or before the 100th game): the
     return in the game's own scale."""
+    parity_means: tuple[float | None, float | None] = (None, None)
+    """Mean return of the last games on even and on odd frames
+    (:meth:`~rlperf.telemetry.episodes.EpisodeStats.parity_means`; None where not known)."""
 
     def annealed(self, value: float, anneal: bool) -> float:
         """``value`` decayed linearly to 0 over the run's budget when ``anneal`` (CleanRL's

@@ -111,9 +111,20 @@ class GameTracker:
         self.returns[env_ids] = 0.0
         self.lengths[env_ids] = 0
 
-    def finish(self, env_ids: Sequence[int] | np.ndarray) -> list[EpisodeEnd]:
-        """Report the games of ``env_ids`` as ended and restart their counters."""
-        ends = [EpisodeEnd(int(i), float(self.returns[i]), int(self.lengths[i])) for i in env_ids]
+    def finish(
+        self, env_ids: Sequence[int] | np.ndarray, frame_parity: np.ndarray | None = None
+    ) -> list[EpisodeEnd]:
+        """Report the games of ``env_ids`` as ended and restart their counters;
+        ``frame_parity`` holds every env's game parity where the engine knows it."""
+        ends = [
+            EpisodeEnd(
+                int(i),
+                float(self.returns[i]),
+                int(self.lengths[i]),
+                frame_parity=None if frame_parity is None else int(frame_parity[i]),
+            )
+            for i in env_ids
+        ]
         self.returns[env_ids] = 0.0
         self.lengths[env_ids] = 0
         return ends
@@ -254,7 +265,12 @@ class AleVectorEnv:
             for i in np.flatnonzero(truncations).tolist():
                 # a game keeps its parity: the last step's frame number marks its final frame
                 final_obs[i] = self._marked(self._frame_to_rlperf(last[i]), self._frame_numbers[i])
-        episodes = self._games.finish(np.flatnonzero(game_end)) if game_end.any() else []
+        episodes = (
+            # the frames before this step are still the ended game's
+            self._games.finish(np.flatnonzero(game_end), self._frame_numbers % 2)
+            if game_end.any()
+            else []
+        )
         self._lives[:] = lives
         self._frame_numbers[:] = frames
         rewards = np.sign(raw) if self._clip else raw
@@ -265,6 +281,7 @@ class AleVectorEnv:
             truncations,
             episodes,
             final_obs,
+            (frames % 2).astype(np.int8),
         )
 
     def get_state(self) -> list[EnvState]:

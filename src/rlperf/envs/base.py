@@ -41,6 +41,11 @@ class EpisodeEnd:
     """Number of agent steps (decisions) the game lasted."""
     rooms: tuple[int, ...] | None = None
     """Rooms visited in the game, for games that track them (Montezuma's Revenge)."""
+    frame_parity: int | None = None
+    """Parity (0 even, 1 odd) of the emulator frames the game's agent steps fell on, for
+    Atari engines that know it (None elsewhere). At an even frame skip a game keeps the
+    parity it starts on, and on Pong the two parities play as two games
+    (docs/benchmarks-pong-cpu.md)."""
 
 
 @runtime_checkable

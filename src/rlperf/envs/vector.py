@@ -36,6 +36,9 @@ class VecStep:
     final_obs: dict[int, np.ndarray]
     """Final observation of each env truncated (not terminated) at this step, by env index:
     the episode did not really end there, so learners bootstrap from its value."""
+    frame_parity: np.ndarray | None = None
+    """int8 (N,) frame parity of the game each of ``obs`` belongs to (see
+    :attr:`~rlperf.envs.base.EpisodeEnd.frame_parity`); None where the engine does not know."""
 
 
 class VectorEnv(Protocol):
@@ -80,11 +83,17 @@ class SyncVectorEnv:
         self.single_action_space: gymnasium.spaces.Discrete = self.envs[0].action_space
         space = self.single_observation_space
         self._obs = np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
+        # Atari envs count their game's emulator frames; then each step reports the parities.
+        self._frame_numbers = [getattr(env, "frame_number", None) for env in self.envs]
+        self._parity: np.ndarray | None = (
+            np.zeros(self.num_envs, dtype=np.int8) if None not in self._frame_numbers else None
+        )
 
     def reset(self, seed: int) -> np.ndarray:
         """Reset every env, env ``i`` with ``seed + i``; returns the observation buffer."""
         for i, env in enumerate(self.envs):
             self._obs[i] = env.reset(seed=seed + i)
+            self._note_parity(i)
         return self._obs
 
     def step(self, actions: np.ndarray) -> VecStep:
@@ -104,19 +113,28 @@ class SyncVectorEnv:
                 obs, reward, terminated, truncated, game_end = env.step(action_list[i])
                 rewards[i] = reward
                 if game_end is not None:
-                    episodes.append(EpisodeEnd(i, *game_end))
+                    # As noted at its start: a game over can cut the last skip short.
+                    parity = None if self._parity is None else int(self._parity[i])
+                    episodes.append(EpisodeEnd(i, *game_end, frame_parity=parity))
                 if terminated or truncated:
                     terminations[i] = terminated
                     truncations[i] = truncated
                     if truncated and not terminated:
                         final_obs[i] = obs.copy()  # env.step returns a buffer reset() overwrites
                     obs = env.reset()
+                    self._note_parity(i)
                 obs_buffer[i] = obs
         except Exception as exc:
             # The session stops on a WorkerError cleanly (checkpoint, one line); the
             # original exception stays chained for debugging.
             raise EnvError(f"env {i} raised {type(exc).__name__}: {exc}") from exc
-        return VecStep(obs_buffer, rewards, terminations, truncations, episodes, final_obs)
+        parity = None if self._parity is None else self._parity.copy()
+        return VecStep(obs_buffer, rewards, terminations, truncations, episodes, final_obs, parity)
+
+    def _note_parity(self, i: int) -> None:
+        """Record the frame parity of the game env ``i`` has just started (Atari envs)."""
+        if self._parity is not None:
+            self._parity[i] = self._frame_numbers[i]() % 2  # type: ignore[misc]
 
     def get_state(self) -> list[EnvState]:
         """Exact snapshots of every env, in order."""

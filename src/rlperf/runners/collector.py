@@ -106,6 +106,9 @@ class RolloutCollector:
             RecordedActing(policy, self.next_obs_N, precision, device) if graphed else None
         )
         """``runner.cuda_graph``: the acting forward, recorded (None: called eagerly)."""
+        self.next_parity_N = torch.full((first_obs.shape[0],), -1, dtype=torch.int8)
+        """Frame parity of the game each of ``next_obs_N`` belongs to (-1: not known, as
+        before the first step: resets do not report it)."""
 
     def act(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(actions, logprobs, values) for ``next_obs_N``."""
@@ -131,6 +134,8 @@ class RolloutCollector:
         buf.truncation_values_TN.zero_()
         for t in range(buf.num_steps):
             buf.obs_TN[t].copy_(self.next_obs_N)
+            if buf.frame_parity_TN is not None:
+                buf.frame_parity_TN[t] = self.next_parity_N
             with timer.phase("policy_forward"):
                 # The policy's own copy of the frames: the buffer may live elsewhere (an
                 # actor process acting on a GPU fills a rollout slot in host shared memory).
@@ -152,6 +157,8 @@ class RolloutCollector:
 
     def _record_step(self, buf: Rollout, t: int, result: VecStep) -> None:
         self.next_obs_N.copy_(torch.from_numpy(result.obs))
+        if result.frame_parity is not None:
+            self.next_parity_N.copy_(torch.from_numpy(result.frame_parity))
         buf.rewards_TN[t] = torch.from_numpy(result.rewards)
         buf.dones_TN[t] = torch.from_numpy(result.terminations | result.truncations)
         if result.final_obs:  # rare: a step limit cut an episode

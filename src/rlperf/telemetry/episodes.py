@@ -9,6 +9,11 @@ from typing import Any
 from rlperf.envs.base import EpisodeEnd
 
 EMA_ALPHA = 0.98  # source 003's smoothing of episode rewards
+PARITY_WINDOW = 10
+"""Games kept per frame parity. Far fewer than the summary's 100: on Pong at a stall
+(sixteen envs, games of about 2,600 agent steps) ten games of each parity take about 55,000
+env steps, and what reads them (``ppo.parity_balance_gap``) has to follow the two games
+within a stage of a few hundred thousand."""
 
 
 @dataclass
@@ -26,6 +31,10 @@ class EpisodeStats:
     first_mean: float | None = None
     """Mean return of the run's first 100 games (None before the 100th): its score before it
     had learned much, from which a share of the way to a target is measured."""
+    parity_returns: tuple[deque[float], deque[float]] = field(
+        default_factory=lambda: (deque(maxlen=PARITY_WINDOW), deque(maxlen=PARITY_WINDOW))
+    )
+    """The last returns of the games on even and on odd frames (engines that tell)."""
 
     def add(self, episodes: list[EpisodeEnd]) -> None:
         for ep in episodes:
@@ -42,6 +51,16 @@ class EpisodeStats:
             if ep.rooms is not None:
                 self.rooms_per_game.append(len(ep.rooms))
                 self.rooms_seen.update(ep.rooms)
+            if ep.frame_parity is not None:
+                self.parity_returns[ep.frame_parity].append(ep.episode_return)
+
+    def parity_means(self) -> tuple[float | None, float | None]:
+        """Mean return of the last :data:`PARITY_WINDOW` games on even and on odd frames;
+        None for a parity with fewer games than that."""
+        return tuple(  # type: ignore[return-value]
+            sum(games) / len(games) if len(games) == PARITY_WINDOW else None
+            for games in self.parity_returns
+        )
 
     def summary(self) -> dict[str, Any]:
         n = len(self.returns)
@@ -52,7 +71,14 @@ class EpisodeStats:
             "episode_len_mean": sum(self.lengths) / n if n else None,
             "episode_reward_ema": self.ema,
             **self._room_summary(),
+            **self._parity_summary(),
         }
+
+    def _parity_summary(self) -> dict[str, Any]:
+        even, odd = self.parity_means()
+        if even is None and odd is None:
+            return {}
+        return {"parity/even_reward_mean": even, "parity/odd_reward_mean": odd}
 
     def _room_summary(self) -> dict[str, Any]:
         if not self.rooms_seen:
@@ -74,6 +100,7 @@ class EpisodeStats:
             "rooms_per_game": list(self.rooms_per_game),
             "rooms_seen": sorted(self.rooms_seen),
             "first_mean": self.first_mean,
+            "parity_returns": [list(games) for games in self.parity_returns],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -86,3 +113,7 @@ class EpisodeStats:
         # Checkpoints written before it was kept have none: a share of the way to a target
         # stays undefined for such a run rather than measured from a later window.
         self.first_mean = state.get("first_mean")
+        # Checkpoints from before games were told by parity hold none: the windows refill.
+        saved = state.get("parity_returns", [[], []])
+        for games, returns in zip(self.parity_returns, saved, strict=True):
+            games.extend(returns)

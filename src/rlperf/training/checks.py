@@ -31,6 +31,7 @@ from rlperf.config.schema import ALGORITHM_FACTS, RunConfig, RunnerConfig
 from rlperf.config.validate import validate
 from rlperf.core.errors import ConfigError
 from rlperf.envs.facts import ENGINE_FACTS, check_env
+from rlperf.envs.make import is_atari
 from rlperf.models.catalog import MODELS, check_model
 from rlperf.training.registry import RUNNER_FACTS
 
@@ -50,6 +51,7 @@ def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
         check_engine_installed(cfg.env.engine)
     _check_runner(cfg, model)
     _check_value_head(cfg)
+    _check_parity_balance(cfg)
     _check_cuda_graph(cfg)
     check_pairing(cfg)
     _check_ray(cfg)
@@ -189,6 +191,30 @@ def _check_value_head(cfg: RunConfig) -> None:
             f"model.vf_torso_grad_scale weighs a value head, which {cfg.algo} does not have "
             f"(it learns action values); valid with {actor_critics}, or leave it at 1"
         )
+
+
+def _check_parity_balance(cfg: RunConfig) -> None:
+    """``ppo.parity_balance_gap`` tags every sample with its game's frame parity: that needs
+    an engine that knows it, a skip that keeps a game on one parity, and the runner whose
+    rollouts carry the tags to the learner."""
+    if cfg.algo != "ppo" or cfg.ppo.parity_balance_gap is None:
+        return
+    env = cfg.env
+    tellers = ", ".join(name for name, f in ENGINE_FACTS.items() if f.parity_marks)
+    refusal = None
+    if not is_atari(env.id):
+        refusal = f"an Atari game, not {env.id}"
+    elif not ENGINE_FACTS[env.engine].parity_marks:
+        refusal = f"an engine that tells each game's frame parity ({tellers}), not {env.engine}"
+    elif env.frameskip % 2 or env.frameskip_max:
+        refusal = (
+            f"an even env.frameskip without env.frameskip_max (got {env.frameskip}, "
+            f"{env.frameskip_max}): only then does a game stay on one parity"
+        )
+    elif cfg.runner.name != "inproc":
+        refusal = f"runner inproc, not {cfg.runner.name}"
+    if refusal is not None:
+        raise ConfigError(f"ppo.parity_balance_gap needs {refusal}")
 
 
 def _check_cuda_graph(cfg: RunConfig) -> None:

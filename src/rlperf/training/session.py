@@ -318,6 +318,7 @@ class TrainingSession:
             self._fraction_left(env_steps),
             reward_metric(self.stats, "mean100"),
             target_share(self.stats, self.cfg.stop.target_reward),
+            self.stats.parity_means(),
         )
 
     def _fraction_left(self, env_steps: int) -> float:

@@ -73,6 +73,10 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
     """In the late phase, the entropy bonus's start value instead of ent_coef (with anneal_ent_coef still annealed to ent_coef_end, which it must not be below); unset = ent_coef throughout."""
     late_phase_lr_scale: FractionAboveZero = 1.0
     """In the late phase, the learning rate times this (after annealing): a smaller step once the game is nearly won."""
+    parity_balance_gap: PositiveFloat | None = None
+    """Atari at an even frame skip: once the mean returns of the last 10 games on even and on odd emulator frames differ by more than this, every loss term of the leading parity's samples weighs parity_balance_weight (a weighted mean over the minibatch). On Pong the two parities play as two games, and a stall is one of them learned late. Needs an engine that tells each game's parity (gymnasium, ale-vector) and runner inproc. Unset = off."""
+    parity_balance_weight: Fraction = 0.25
+    """With parity_balance_gap, the weight of the leading parity's samples (0 leaves them out)."""
     vf_coef: NonNegativeFloat = 0.5
     """Value loss coefficient."""
     max_grad_norm: PositiveFloat | None = 0.5
@@ -117,6 +121,10 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
             raise ConfigError(
                 f"ppo.late_phase_ent_coef ({self.late_phase_ent_coef}) must not be below "
                 f"ppo.ent_coef_end ({self.ent_coef_end}): the bonus anneals down to it"
+            )
+        if self.parity_balance_weight != 0.25 and self.parity_balance_gap is None:
+            raise ConfigError(
+                "ppo.parity_balance_weight needs ppo.parity_balance_gap (when the weight applies)"
             )
         self.check_one_minibatch_setting("ppo")
         batch = cfg.env.num_envs * self.num_steps
