@@ -114,6 +114,31 @@ def run_cli(capsys, *argv):
             "env.start_parity=odd needs an even env.frameskip without env.frameskip_max",
         ),
         (["env.start_parity=both"], "env.start_parity must be one of"),
+        (
+            ["--engine", "envpool", "ppo.parity_balance_gap=5"],
+            "ppo.parity_balance_gap needs an engine that tells each game's frame parity "
+            "(gymnasium, ale-vector), not envpool",
+        ),
+        (
+            ["--env", "CartPole-v1", "ppo.parity_balance_gap=5"],
+            "ppo.parity_balance_gap needs an Atari game, not CartPole-v1",
+        ),
+        (
+            ["ppo.parity_balance_gap=5", "env.frameskip=5"],
+            "ppo.parity_balance_gap needs an even env.frameskip without env.frameskip_max",
+        ),
+        (
+            ["--runner", "subprocess", "ppo.parity_balance_gap=5"],
+            "ppo.parity_balance_gap needs runner inproc, not subprocess",
+        ),
+        (
+            ["ppo.parity_balance_weight=0.5"],
+            "ppo.parity_balance_weight needs ppo.parity_balance_gap",
+        ),
+        (
+            ["ppo.parity_balance_gap=5", "ppo.parity_balance_weight=2"],
+            "ppo.parity_balance_weight must be between 0 and 1",
+        ),
         (["env.max_pool_frames=5"], "env.max_pool_frames must be 2 to env.frameskip (4), got 5"),
         (["env.max_pool_frames=1"], "env.max_pool_frames must be at least 2, got 1"),
         (

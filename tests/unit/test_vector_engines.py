@@ -8,7 +8,6 @@ so the whole file runs in seconds.
 from __future__ import annotations
 
 import dataclasses
-
 import os
 from collections.abc import Callable
 from typing import Any
