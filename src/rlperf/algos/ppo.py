@@ -141,12 +141,9 @@ class PPO:
         """With ``parity_balance_gap``: the frame parity (0 even, 1 odd) whose last games
         lead the other's by more than the gap; None while they are within it or not known."""
         gap = self.cfg.parity_balance_gap
-        even, odd = progress.parity_means
-        if gap is None or even is None or odd is None or batch.frame_parity_TN is None:
+        if gap is None or batch.frame_parity_TN is None:
             return None
-        if abs(even - odd) <= gap:
-            return None
-        return 0 if even > odd else 1
+        return progress.leading_parity(gap)
 
     def _parity_weights(self, batch: Rollout, leading: int) -> torch.Tensor:
         """(B,) loss weights: ``parity_balance_weight`` for the leading parity's samples, 1

@@ -104,7 +104,9 @@ class EnvConfig(Section):
     mark_frame_parity: bool = False
     """Atari, a diagnostic: paint the observation's top-left corner (a 4x4 block of each frame) white on a game whose frames are odd, black on even, so the network is told which of Pong's two games (one per frame parity at an even frameskip) it plays; engines gymnasium and ale-vector. Not a standard Atari observation: a policy trained with it needs it when it plays."""
     start_parity: FrameParity = "any"
-    """Atari, a diagnostic: start every game on this frame parity, even or odd (one more no-op frame after the random no-ops when the game would start on the other), so that a run at an even frameskip plays one of Pong's two games only; engine gymnasium, an even env.frameskip without frameskip_max. any (the standard): the no-ops set each game's parity at random. Not a standard Atari start: half the games of a standard evaluation are on the other parity."""
+    """Atari, a diagnostic: start every game on this frame parity, even or odd (one more no-op frame after the random no-ops when the game would start on the other), so that a run at an even frameskip plays one of Pong's two games only; engine gymnasium, an even env.frameskip without frameskip_max. any (the standard): the no-ops set each game's parity at random. Not a standard Atari start: half the games of a standard evaluation are on the other parity. lagging: a curriculum for training, not a diagnostic: while the mean returns of the last 10 games on one parity lead the other's by more than env.start_parity_gap, every new training game starts on the other (lagging) parity, and otherwise as any; runner inproc; evaluation games start as any."""
+    start_parity_gap: PositiveFloat = 5.0
+    """With env.start_parity=lagging, the lead in mean return (last 10 games of each parity) above which new games start on the lagging parity."""
     resize_interpolation: ResizeInterpolation = "area"
     """Atari: how frames are shrunk to dim x dim: area (OpenCV INTER_AREA, smoothest), linear (about 7x faster) or nearest; engine envpool takes area or linear, ale-vector only its built-in area."""
     noop_max: NonNegativeInt = 30

@@ -201,6 +201,14 @@ class Progress:
     """Mean return of the last games on even and on odd frames
     (:meth:`~rlperf.telemetry.episodes.EpisodeStats.parity_means`; None where not known)."""
 
+    def leading_parity(self, gap: float) -> int | None:
+        """The frame parity (0 even, 1 odd) whose last games' mean return leads the other's
+        by more than ``gap``; None while they are within it or either is not known."""
+        even, odd = self.parity_means
+        if even is None or odd is None or abs(even - odd) <= gap:
+            return None
+        return 0 if even > odd else 1
+
     def annealed(self, value: float, anneal: bool) -> float:
         """``value`` decayed linearly to 0 over the run's budget when ``anneal`` (CleanRL's
         ``anneal_lr``), else ``value``: the one learning-rate schedule of every algorithm."""

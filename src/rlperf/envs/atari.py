@@ -91,7 +91,8 @@ class AtariEnv:
         self._pool = cfg.max_pool and cfg.frameskip >= 2
         self._pool_frames = cfg.max_pool_frames if self._pool else 1
         self._mark_parity = cfg.mark_frame_parity
-        self._start_parity = {"any": None, "even": 0, "odd": 1}[cfg.start_parity]
+        # lagging: as any until the run steers it (start_on)
+        self._start_parity = {"any": None, "even": 0, "odd": 1, "lagging": None}[cfg.start_parity]
         self._sticky = float(cfg.repeat_action_probability)
         self._noop_max = cfg.noop_max
         self._episodic_life = cfg.episodic_life and training
@@ -220,6 +221,11 @@ class AtariEnv:
         """The console's 128 bytes of RAM now: a game's state (positions, scores, rooms) for
         analyses that need more than the screen."""
         return self._ale.getRAM()
+
+    def start_on(self, parity: int | None) -> None:
+        """Start the next games on frame parity ``parity`` (0 even, 1 odd), or on the one the
+        random no-ops give (None): ``env.start_parity=lagging``'s steering."""
+        self._start_parity = parity
 
     def frame_number(self) -> int:
         """Emulator frames since the current game's console reset (no-ops and FIRE included):

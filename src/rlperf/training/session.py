@@ -321,6 +321,21 @@ class TrainingSession:
             self.stats.parity_means(),
         )
 
+    def _steer_starts(self) -> float | None:
+        """``env.start_parity=lagging``: this iteration's new training games start on the
+        parity whose last games lag the other's by more than ``env.start_parity_gap``, or as
+        the no-ops fall while within it. Decided from the checkpointed games, so a resumed
+        run steers as the uninterrupted one. Returns it for the metrics (-1: none; None
+        without the curriculum)."""
+        if self.cfg.env.start_parity != "lagging":
+            return None
+        leading = self._progress_at(0).leading_parity(self.cfg.env.start_parity_gap)
+        parity = None if leading is None else 1 - leading
+        # Both runners named inproc (rollouts and DQN's transitions) step a SyncVectorEnv of
+        # AtariEnv here: the checks allow the curriculum with that runner and engine only.
+        self.runner.envs.start_games_on(parity)  # type: ignore[attr-defined]
+        return -1.0 if parity is None else float(parity)
+
     def _fraction_left(self, env_steps: int) -> float:
         """Share of the schedule's budget still ahead (``stop.anneal_over``; see
         :class:`~rlperf.core.schedule_clock.ScheduleClock`)."""
@@ -504,6 +519,7 @@ class TrainingSession:
                 iter_in_process = 0
                 while stop_reason is None:
                     mid_iteration = True
+                    start_parity = self._steer_starts()
                     self.learner.begin_iteration()
                     time_before = self.time_total_s
                     # The runner drives the iteration and times its phases (runners/base.py).
@@ -527,6 +543,8 @@ class TrainingSession:
                         self.iteration, steps, times["wall"], self.env_steps, self.time_total_s
                     )
                     metrics = {**metrics, **self.runner.worker_metrics(), **self.guard.metrics()}
+                    if start_parity is not None:
+                        metrics["parity/start_on"] = start_parity
                     if monitor is not None:
                         metrics = {**metrics, **monitor.collect()}
                     record = self._record(times, steps, len(episodes), metrics, iter_in_process)
