@@ -115,6 +115,15 @@ def run_cli(capsys, *argv):
         ),
         (["env.start_parity=both"], "env.start_parity must be one of"),
         (
+            ["--engine", "ale-vector", "env.start_parity=lagging"],
+            "env.start_parity=lagging is not implemented by engine ale-vector",
+        ),
+        (
+            ["--runner", "subprocess", "env.start_parity=lagging"],
+            "env.start_parity=lagging needs runner inproc (its envs in the training process), "
+            "not subprocess",
+        ),
+        (
             ["--engine", "envpool", "ppo.parity_balance_gap=5"],
             "ppo.parity_balance_gap needs an engine that tells each game's frame parity "
             "(gymnasium, ale-vector), not envpool",

@@ -1,10 +1,13 @@
-"""``ppo.parity_balance_gap``: samples tagged with their game's frame parity, the last games
-of each parity kept, and the leading parity's samples down-weighted in PPO's loss."""
+"""Pong's two games (frame parities): samples tagged with their game's parity, the last games
+of each parity kept, the leading parity's samples down-weighted in PPO's loss
+(``ppo.parity_balance_gap``), and new games steered to the lagging parity
+(``env.start_parity=lagging``)."""
 
 import torch
 
 from rlperf.algos.ppo import PPO
 from rlperf.algos.surrogate import weighted_mean
+from rlperf.cli import main
 from rlperf.config.schema import EnvConfig, ModelConfig, PPOConfig
 from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
@@ -15,6 +18,7 @@ from rlperf.models.catalog import build_model
 from rlperf.runners.collector import RolloutCollector
 from rlperf.telemetry.episodes import PARITY_WINDOW, EpisodeStats
 from rlperf.telemetry.timers import PhaseTimer
+from tests.conftest import read_metrics
 
 
 def test_a_weighted_mean_leaves_out_what_weighs_nothing() -> None:
@@ -117,3 +121,42 @@ def test_the_collector_tags_each_step_with_its_games_frame_parity() -> None:
     assert buf.frame_parity_TN[0].tolist() == [-1] * 4  # a reset does not tell
     assert buf.frame_parity_TN[1:].tolist() == [parity] * 5
     envs.close()
+
+
+def test_the_leading_parity_is_the_one_ahead_by_more_than_the_gap() -> None:
+    def progress(means: tuple[float | None, float | None]) -> Progress:
+        return Progress(0, 0, 1.0, parity_means=means)
+
+    assert progress((3.0, 9.0)).leading_parity(5.0) == 1
+    assert progress((9.0, -3.0)).leading_parity(5.0) == 0
+    assert progress((3.0, 8.0)).leading_parity(5.0) is None  # a lead of the gap is not more
+    assert progress((None, 9.0)).leading_parity(5.0) is None
+
+
+def test_steered_envs_start_their_next_games_on_the_parity_asked() -> None:
+    cfg = EnvConfig(id="ALE/Pong-v5", num_envs=4, start_parity="lagging")
+    envs = SyncVectorEnv([AtariEnv(cfg, 64, seed=i) for i in range(4)])
+    envs.reset(seed=3)
+    assert {env.frame_number() % 2 for env in envs.envs} == {0, 1}  # lagging starts as any
+    for parity in (1, 0):
+        envs.start_games_on(parity)
+        for env in envs.envs:
+            env.reset()
+        assert {env.frame_number() % 2 for env in envs.envs} == {parity}
+    envs.close()
+
+
+def test_a_run_with_the_curriculum_and_the_balance_records_both(runs_root) -> None:
+    # Too short for ten games of each parity: neither acts yet, and both say so.
+    code = main(
+        [
+            "train", "--preset", "cleanrl-atari", "--env", "ALE/Pong-v5", "--runs-root",
+            str(runs_root), "-s", "parity", "-i", "2", "--no-progress", "env.num_envs=2",
+            "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=1",
+            "env.start_parity=lagging", "ppo.parity_balance_gap=5",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    records = read_metrics(runs_root / "parity")
+    assert [r["parity/start_on"] for r in records] == [-1.0, -1.0]
+    assert [r["losses/leading_parity"] for r in records] == [-1.0, -1.0]
