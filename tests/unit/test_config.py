@@ -118,6 +118,11 @@ def run_cli(capsys, *argv):
             ["--engine", "ale-vector", "env.start_parity=lagging"],
             "env.start_parity=lagging is not implemented by engine ale-vector",
         ),
+        (["env.start_parity_share=0.75"], "env.start_parity_share / env.start_parity_gap steer"),
+        (
+            ["env.start_parity=lagging", "env.start_parity_share=0.25"],
+            "env.start_parity_share must be 0.5 to 1, got 0.25",
+        ),
         (
             ["--runner", "subprocess", "env.start_parity=lagging"],
             "env.start_parity=lagging needs runner inproc (its envs in the training process), "

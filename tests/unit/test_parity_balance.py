@@ -160,3 +160,14 @@ def test_a_run_with_the_curriculum_and_the_balance_records_both(runs_root) -> No
     records = read_metrics(runs_root / "parity")
     assert [r["parity/start_on"] for r in records] == [-1.0, -1.0]
     assert [r["losses/leading_parity"] for r in records] == [-1.0, -1.0]
+
+
+def test_a_share_of_the_steered_games_starts_on_the_parity_asked() -> None:
+    env = AtariEnv(EnvConfig(id="ALE/Pong-v5", start_parity="lagging"), 64, seed=5)
+    env.start_on(1, share=0.75)
+    odd = 0
+    for _ in range(40):
+        env.reset()
+        odd += env.frame_number() % 2
+    assert 24 <= odd <= 38  # 0.75 of 40 is 30; at 1.0 all 40, left alone about 20
+    env.close()

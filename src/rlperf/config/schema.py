@@ -107,6 +107,8 @@ class EnvConfig(Section):
     """Atari, a diagnostic: start every game on this frame parity, even or odd (one more no-op frame after the random no-ops when the game would start on the other), so that a run at an even frameskip plays one of Pong's two games only; engine gymnasium, an even env.frameskip without frameskip_max. any (the standard): the no-ops set each game's parity at random. Not a standard Atari start: half the games of a standard evaluation are on the other parity. lagging: a curriculum for training, not a diagnostic: while the mean returns of the last 10 games on one parity lead the other's by more than env.start_parity_gap, every new training game starts on the other (lagging) parity, and otherwise as any; runner inproc; evaluation games start as any."""
     start_parity_gap: PositiveFloat = 5.0
     """With env.start_parity=lagging, the lead in mean return (last 10 games of each parity) above which new games start on the lagging parity."""
+    start_parity_share: Fraction = 1.0
+    """With env.start_parity=lagging, the share of new training games that start on the lagging parity while it lags, 0.5 to 1 (the others as the no-ops fall, so half of them on it too; 0.5 steers nothing). Below 1 the leading game keeps some games, and its mean of the last 10 stays current."""
     resize_interpolation: ResizeInterpolation = "area"
     """Atari: how frames are shrunk to dim x dim: area (OpenCV INTER_AREA, smoothest), linear (about 7x faster) or nearest; engine envpool takes area or linear, ale-vector only its built-in area."""
     noop_max: NonNegativeInt = 30

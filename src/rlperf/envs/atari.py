@@ -93,6 +93,7 @@ class AtariEnv:
         self._mark_parity = cfg.mark_frame_parity
         # lagging: as any until the run steers it (start_on)
         self._start_parity = {"any": None, "even": 0, "odd": 1, "lagging": None}[cfg.start_parity]
+        self._start_parity_share = 1.0
         self._sticky = float(cfg.repeat_action_probability)
         self._noop_max = cfg.noop_max
         self._episodic_life = cfg.episodic_life and training
@@ -222,10 +223,13 @@ class AtariEnv:
         analyses that need more than the screen."""
         return self._ale.getRAM()
 
-    def start_on(self, parity: int | None) -> None:
+    def start_on(self, parity: int | None, share: float = 1.0) -> None:
         """Start the next games on frame parity ``parity`` (0 even, 1 odd), or on the one the
-        random no-ops give (None): ``env.start_parity=lagging``'s steering."""
+        random no-ops give (None): ``env.start_parity=lagging``'s steering. With ``share``
+        below 1 a game starts on it with that probability (the others as the no-ops fall,
+        half of them on it too: ``share`` 0.5 steers nothing)."""
         self._start_parity = parity
+        self._start_parity_share = share
 
     def frame_number(self) -> int:
         """Emulator frames since the current game's console reset (no-ops and FIRE included):
@@ -311,6 +315,11 @@ class AtariEnv:
     def _hard_reset(self) -> None:
         """Start a new game: console reset, random no-ops, FIRE."""
         ale = self._ale
+        parity = self._start_parity
+        share = self._start_parity_share
+        # Drawn only for a share below 1, so runs on one parity keep their no-op draws.
+        if parity is not None and share < 1.0 and self._rng.random() >= 2.0 * share - 1.0:
+            parity = None
         # A game that ends during its own start sequence (never seen in practice) is restarted.
         for _ in range(100):
             ale.reset_game()
@@ -323,7 +332,7 @@ class AtariEnv:
                 if ale.game_over():
                     continue
             # FIRE's steps add an even number of frames at the even frameskip this needs.
-            if self._start_parity is not None and self.frame_number() % 2 != self._start_parity:
+            if parity is not None and self.frame_number() % 2 != parity:
                 self._game_return += ale.act(_NOOP)
             if self._press_fire():
                 break

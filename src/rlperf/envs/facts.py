@@ -155,6 +155,17 @@ def check_env(env: EnvConfig) -> EnvFacts:
             f"env.mark_frame_parity is not implemented by engine {env.engine} (it does not "
             "report the games' frame numbers); use engine gymnasium or ale-vector"
         )
+    steering = env.start_parity_share != 1.0 or env.start_parity_gap != 5.0
+    if steering and env.start_parity != "lagging":
+        raise ConfigError(
+            "env.start_parity_share / env.start_parity_gap steer env.start_parity=lagging; "
+            f"set it (got env.start_parity={env.start_parity})"
+        )
+    if env.start_parity_share < 0.5:
+        raise ConfigError(
+            f"env.start_parity_share must be 0.5 to 1, got {env.start_parity_share}: the games "
+            "not steered start as the no-ops fall, half of them on the lagging parity already"
+        )
     if env.start_parity != "any":
         if not engine.chosen_start_parity:
             raise ConfigError(

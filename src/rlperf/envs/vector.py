@@ -131,11 +131,11 @@ class SyncVectorEnv:
         parity = None if self._parity is None else self._parity.copy()
         return VecStep(obs_buffer, rewards, terminations, truncations, episodes, final_obs, parity)
 
-    def start_games_on(self, parity: int | None) -> None:
-        """Start every env's next games on frame parity ``parity`` (None: as the no-ops fall;
-        see :meth:`~rlperf.envs.atari.AtariEnv.start_on`). Atari envs only."""
+    def start_games_on(self, parity: int | None, share: float = 1.0) -> None:
+        """Start ``share`` of every env's next games on frame parity ``parity`` (None: as the
+        no-ops fall; see :meth:`~rlperf.envs.atari.AtariEnv.start_on`). Atari envs only."""
         for env in self.envs:
-            env.start_on(parity)  # type: ignore[attr-defined]
+            env.start_on(parity, share)  # type: ignore[attr-defined]
 
     def _note_parity(self, i: int) -> None:
         """Record the frame parity of the game env ``i`` has just started (Atari envs)."""

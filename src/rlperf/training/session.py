@@ -333,7 +333,7 @@ class TrainingSession:
         parity = None if leading is None else 1 - leading
         # Both runners named inproc (rollouts and DQN's transitions) step a SyncVectorEnv of
         # AtariEnv here: the checks allow the curriculum with that runner and engine only.
-        self.runner.envs.start_games_on(parity)  # type: ignore[attr-defined]
+        self.runner.envs.start_games_on(parity, self.cfg.env.start_parity_share)  # type: ignore[attr-defined]
         return -1.0 if parity is None else float(parity)
 
     def _fraction_left(self, env_steps: int) -> float:
