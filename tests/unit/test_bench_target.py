@@ -11,6 +11,7 @@ from rlperf.report.bench_target import (
     SeedTarget,
     censored_median,
     median_text,
+    parity_split_steps,
     process_seconds,
     seed_target,
     summarise_targets,
@@ -117,3 +118,27 @@ def test_summary_line_for_the_console() -> None:
     assert "median env steps >= 600 [" in line and "median training time >= 60 s [" in line
     assert line.endswith("misses counted at their cap: lower bounds")
     assert summarise_targets("a", "g", {}) is None
+
+
+def test_a_seeds_games_split_by_frame_parity_are_counted_in_env_steps() -> None:
+    def record(steps: int, even: float | None, odd: float | None) -> dict:
+        return {
+            "timesteps_total": steps,
+            "parity/even_reward_mean": even,
+            "parity/odd_reward_mean": odd,
+        }
+
+    records = [
+        record(1_000, None, None),  # not ten games of each yet
+        record(2_000, -20.0, -14.0),  # 6 apart: split
+        record(3_000, -10.0, -6.0),  # 4 apart: together
+        record(4_000, -5.0, 12.0),  # split
+        record(5_000, 17.0, 17.5),
+    ]
+    assert parity_split_steps(records, 5_000) == 2_000
+    assert parity_split_steps(records, 3_500) == 1_000 + 500  # a target inside a split iteration
+    manifest = {"target_reached": {**REACHED, "env_steps": 5_000}}
+    assert seed_target(manifest, records).parity_split_steps == 2_000
+    # runs that recorded no parities: not known, rather than none
+    assert parity_split_steps(_records(3.0, 700, 8.0), 700) is None
+    assert seed_target({}, _records(3.0, 700, 8.0)).parity_split_steps is None

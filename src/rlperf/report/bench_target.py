@@ -32,6 +32,11 @@ from rlperf.report.bench_stats import BOOTSTRAP_REPS, CONFIDENCE, seeded
 
 FINAL_MEAN_KEY = "episode_reward_mean"
 """The record key of the mean return of the last 100 true games (``EpisodeStats.summary``)."""
+PARITY_KEYS = ("parity/even_reward_mean", "parity/odd_reward_mean")
+"""The record keys of the mean returns of the last games on even and on odd frames."""
+PARITY_SPLIT = 5.0
+"""Points between the two parities' means above which a record counts as split: on Pong a
+stall is one of the two games (one per frame parity) learned late."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,10 @@ class SeedTarget:
     """The criterion's value when the target was reached (None: not reached)."""
     final_mean: float | None
     """Where the run ended: the mean return of its last 100 games in its last record."""
+    parity_split_steps: int | None = None
+    """Env steps, to the target or to the end, of the iterations whose games on even and on
+    odd frames were more than :data:`PARITY_SPLIT` apart (the last 10 of each); None for a
+    run that recorded no parities (engines that do not tell them, runs before they did)."""
 
 
 def _number(value: Any) -> float | None:
@@ -91,14 +100,16 @@ def seed_target(
     process_s, source = process_seconds(manifest, ledger_wall_s)
     hit = manifest.get("target_reached")
     if isinstance(hit, dict) and _number(hit.get("env_steps")) is not None:
+        steps = int(hit["env_steps"])
         return SeedTarget(
             True,
-            int(hit["env_steps"]),
+            steps,
             _number(hit.get("wall_time_s")) or 0.0,
             process_s,
             source,
             _number(hit.get("value")),
             final_mean,
+            parity_split_steps(records, steps),
         )
     # The cap: the final counters (the manifest's; the last record's for a manifest without)
     steps = _number(manifest.get("env_steps"))
@@ -107,7 +118,27 @@ def seed_target(
         steps = _number(last.get("timesteps_total")) or 0.0
     if seconds is None:
         seconds = _number(last.get("time_total_s")) or 0.0
-    return SeedTarget(False, int(steps), seconds, process_s, source, None, final_mean)
+    split = parity_split_steps(records, int(steps))
+    return SeedTarget(False, int(steps), seconds, process_s, source, None, final_mean, split)
+
+
+def parity_split_steps(records: list[dict[str, Any]], up_to: int) -> int | None:
+    """Env steps up to ``up_to`` in the iterations whose records hold both parities' means
+    more than :data:`PARITY_SPLIT` apart (None: no record holds both)."""
+    split = 0
+    told = False
+    before = 0.0
+    for record in records:
+        steps = _number(record.get("timesteps_total"))
+        if steps is None:
+            continue
+        even, odd = (_number(record.get(key)) for key in PARITY_KEYS)
+        if even is not None and odd is not None:
+            told = True
+            if abs(even - odd) > PARITY_SPLIT:
+                split += int(min(steps, up_to) - min(before, up_to))
+        before = steps
+    return split if told else None
 
 
 @dataclass(frozen=True)

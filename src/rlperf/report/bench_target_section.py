@@ -332,6 +332,7 @@ def _target_seeds_table(
             "command s (start to exit)",
             "value at target",
             "final mean return (last 100 games)",
+            "env steps with the two frame parities' games over 5 points apart",
         ],
     )
     outcomes = {(s.preset, s.game, seed): o for s in summaries for seed, o in s.seeds.items()}
@@ -340,7 +341,7 @@ def _target_seeds_table(
     for c in sorted(cells, key=lambda c: (order[(c.preset, c.game)], c.seed)):
         o = outcomes.get((c.preset, c.game, c.seed))
         if o is None:
-            t.rows.append([c.preset, c.game, c.seed, c.status, None, *[None] * 5])
+            t.rows.append([c.preset, c.game, c.seed, c.status, None, *[None] * 6])
             continue
         t.rows.append(
             [
@@ -354,6 +355,7 @@ def _target_seeds_table(
                 o.process_s,
                 o.value,
                 o.final_mean,
+                o.parity_split_steps,
             ]
         )
     return t
