@@ -3,6 +3,7 @@ of each parity kept, the leading parity's samples down-weighted in PPO's loss
 (``ppo.parity_balance_gap``), and new games steered to the lagging parity
 (``env.start_parity=lagging``)."""
 
+import numpy as np
 import torch
 
 from rlperf.algos.ppo import PPO
@@ -171,3 +172,17 @@ def test_a_share_of_the_steered_games_starts_on_the_parity_asked() -> None:
         odd += env.frame_number() % 2
     assert 24 <= odd <= 38  # 0.75 of 40 is 30; at 1.0 all 40, left alone about 20
     env.close()
+
+
+def test_a_restored_vector_env_reports_its_games_parities() -> None:
+    cfg = EnvConfig(id="ALE/Pong-v5", num_envs=4)
+    envs = SyncVectorEnv([AtariEnv(cfg, 64, seed=i) for i in range(4)])
+    envs.reset(seed=3)
+    step = envs.step(np.zeros(4, dtype=np.int64))
+    saved, parity = envs.get_state(), step.frame_parity.copy()
+    fresh = SyncVectorEnv([AtariEnv(cfg, 64, seed=i) for i in range(4)])
+    fresh.reset(seed=11)  # other no-ops: other parities until the games are restored
+    fresh.set_state(saved)
+    assert np.array_equal(fresh.step(np.zeros(4, dtype=np.int64)).frame_parity, parity)
+    envs.close()
+    fresh.close()

@@ -153,6 +153,7 @@ class SyncVectorEnv:
         for i, (env, state) in enumerate(zip(self.envs, states, strict=True)):
             env.set_state(state)
             self._obs[i] = state["obs"]
+            self._note_parity(i)  # mid-game the frame count keeps the game's parity
         return self._obs
 
     def close(self) -> None:
