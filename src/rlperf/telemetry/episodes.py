@@ -12,8 +12,8 @@ EMA_ALPHA = 0.98  # source 003's smoothing of episode rewards
 PARITY_WINDOW = 10
 """Games kept per frame parity. Far fewer than the summary's 100: on Pong at a stall
 (sixteen envs, games of about 2,600 agent steps) ten games of each parity take about 55,000
-env steps, and what reads them (``ppo.parity_balance_gap``) has to follow the two games
-within a stage of a few hundred thousand."""
+env steps, and what reads them (``ppo.parity_balance_gap``, ``env.start_parity=lagging``)
+has to follow the two games within a stage of a few hundred thousand."""
 
 
 @dataclass

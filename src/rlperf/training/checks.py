@@ -51,7 +51,7 @@ def check(cfg: RunConfig, *, on_this_machine: bool = True) -> None:
         check_engine_installed(cfg.env.engine)
     _check_runner(cfg, model)
     _check_value_head(cfg)
-    _check_parity_balance(cfg)
+    _check_parity_levers(cfg)
     _check_cuda_graph(cfg)
     check_pairing(cfg)
     _check_ray(cfg)
@@ -193,7 +193,7 @@ def _check_value_head(cfg: RunConfig) -> None:
         )
 
 
-def _check_parity_balance(cfg: RunConfig) -> None:
+def _check_parity_levers(cfg: RunConfig) -> None:
     """``ppo.parity_balance_gap`` tags every sample with its game's frame parity: that needs
     an engine that knows it, a skip that keeps a game on one parity, and the runner whose
     rollouts carry the tags to the learner. ``env.start_parity=lagging`` steers the envs of
