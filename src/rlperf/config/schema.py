@@ -77,6 +77,10 @@ def thawed_copy(cfg: RunConfig) -> RunConfig:
     return new
 
 
+START_PARITY_GAP = 5.0
+"""``env.start_parity_gap``'s default: another gap without ``env.start_parity=lagging`` is refused."""
+
+
 @dataclass
 class EnvConfig(Section):
     """The game and its preprocessing."""
@@ -105,7 +109,7 @@ class EnvConfig(Section):
     """Atari, a diagnostic: paint the observation's top-left corner (a 4x4 block of each frame) white on a game whose frames are odd, black on even, so the network is told which of Pong's two games (one per frame parity at an even frameskip) it plays; engines gymnasium and ale-vector. Not a standard Atari observation: a policy trained with it needs it when it plays."""
     start_parity: FrameParity = "any"
     """Atari, a diagnostic: start every game on this frame parity, even or odd (one more no-op frame after the random no-ops when the game would start on the other), so that a run at an even frameskip plays one of Pong's two games only; engine gymnasium, an even env.frameskip without frameskip_max. any (the standard): the no-ops set each game's parity at random. Not a standard Atari start: half the games of a standard evaluation are on the other parity. lagging: a curriculum over training starts (tried against Pong's stall and closed as a lever there: docs/benchmarks-pong-cpu.md): while the mean returns of the last 10 games on one parity lead the other's by more than env.start_parity_gap, every new training game starts on the other (lagging) parity, and otherwise as any; runner inproc; evaluation games start as any."""
-    start_parity_gap: PositiveFloat = 5.0
+    start_parity_gap: PositiveFloat = START_PARITY_GAP
     """With env.start_parity=lagging, the lead in mean return (last 10 games of each parity) above which new games start on the lagging parity."""
     start_parity_share: Fraction = 1.0
     """With env.start_parity=lagging, the share of new training games that start on the lagging parity while it lags, 0.5 to 1 (the others as the no-ops fall, so half of them on it too; 0.5 steers nothing). Below 1 the leading game keeps some games, and its mean of the last 10 stays current."""

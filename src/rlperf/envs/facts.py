@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rlperf.config.choices import Engine, ResizeInterpolation
-from rlperf.config.schema import EnvConfig
+from rlperf.config.schema import START_PARITY_GAP, EnvConfig
 from rlperf.core.errors import ConfigError
 from rlperf.envs.make import is_atari, validate_env_id
 
@@ -155,7 +155,7 @@ def check_env(env: EnvConfig) -> EnvFacts:
             f"env.mark_frame_parity is not implemented by engine {env.engine} (it does not "
             "report the games' frame numbers); use engine gymnasium or ale-vector"
         )
-    steering = env.start_parity_share != 1.0 or env.start_parity_gap != 5.0
+    steering = env.start_parity_share != 1.0 or env.start_parity_gap != START_PARITY_GAP
     if steering and env.start_parity != "lagging":
         raise ConfigError(
             "env.start_parity_share / env.start_parity_gap steer env.start_parity=lagging; "

@@ -57,10 +57,11 @@ class EpisodeStats:
     def parity_means(self) -> tuple[float | None, float | None]:
         """Mean return of the last :data:`PARITY_WINDOW` games on even and on odd frames;
         None for a parity with fewer games than that."""
-        return tuple(  # type: ignore[return-value]
-            sum(games) / len(games) if len(games) == PARITY_WINDOW else None
-            for games in self.parity_returns
-        )
+        def mean(games: deque[float]) -> float | None:
+            return sum(games) / len(games) if len(games) == PARITY_WINDOW else None
+
+        even, odd = self.parity_returns
+        return mean(even), mean(odd)
 
     def summary(self) -> dict[str, Any]:
         n = len(self.returns)

@@ -22,6 +22,9 @@ from rlperf.core.errors import ConfigError
 if TYPE_CHECKING:
     from rlperf.config.schema import RunConfig
 
+PARITY_BALANCE_WEIGHT = 0.25
+"""``ppo.parity_balance_weight``'s default: a set weight without a gap is refused."""
+
 
 @dataclass
 class PPOConfig(RolloutMinibatches, AlgorithmSection):
@@ -75,7 +78,7 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
     """In the late phase, the learning rate times this (after annealing): a smaller step once the game is nearly won."""
     parity_balance_gap: PositiveFloat | None = None
     """Atari at an even frame skip: once the mean returns of the last 10 games on even and on odd emulator frames differ by more than this, every loss term of the leading parity's samples weighs parity_balance_weight (a weighted mean over the minibatch). On Pong the two parities play as two games, and a stall is one of them learned late. Needs an engine that tells each game's parity (gymnasium, ale-vector) and runner inproc. Unset = off."""
-    parity_balance_weight: Fraction = 0.25
+    parity_balance_weight: Fraction = PARITY_BALANCE_WEIGHT
     """With parity_balance_gap, the weight of the leading parity's samples (0 leaves them out)."""
     vf_coef: NonNegativeFloat = 0.5
     """Value loss coefficient."""
@@ -122,7 +125,7 @@ class PPOConfig(RolloutMinibatches, AlgorithmSection):
                 f"ppo.late_phase_ent_coef ({self.late_phase_ent_coef}) must not be below "
                 f"ppo.ent_coef_end ({self.ent_coef_end}): the bonus anneals down to it"
             )
-        if self.parity_balance_weight != 0.25 and self.parity_balance_gap is None:
+        if self.parity_balance_weight != PARITY_BALANCE_WEIGHT and self.parity_balance_gap is None:
             raise ConfigError(
                 "ppo.parity_balance_weight needs ppo.parity_balance_gap (when the weight applies)"
             )
