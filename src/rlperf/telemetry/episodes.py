@@ -57,6 +57,7 @@ class EpisodeStats:
     def parity_means(self) -> tuple[float | None, float | None]:
         """Mean return of the last :data:`PARITY_WINDOW` games on even and on odd frames;
         None for a parity with fewer games than that."""
+
         def mean(games: deque[float]) -> float | None:
             return sum(games) / len(games) if len(games) == PARITY_WINDOW else None
 
