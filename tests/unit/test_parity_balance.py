@@ -121,6 +121,10 @@ def test_the_collector_tags_each_step_with_its_games_frame_parity() -> None:
     assert set(parity) == {0, 1}  # the seeds' no-ops put these games on both parities
     assert buf.frame_parity_TN[0].tolist() == [-1] * 4  # a reset does not tell
     assert buf.frame_parity_TN[1:].tolist() == [parity] * 5
+    # The share counts the known steps only: the first step's -1s are left out.
+    assert buf.odd_parity_share() == sum(parity) / 4
+    buf.frame_parity_TN.fill_(-1)
+    assert buf.odd_parity_share() is None
     envs.close()
 
 
@@ -161,6 +165,9 @@ def test_a_run_with_the_curriculum_and_the_balance_records_both(runs_root) -> No
     records = read_metrics(runs_root / "parity")
     assert [r["parity/start_on"] for r in records] == [-1.0, -1.0]
     assert [r["losses/leading_parity"] for r in records] == [-1.0, -1.0]
+    # Two envs: each iteration's data is half, none or all on odd frames, never unknown
+    # after the first step of the first iteration.
+    assert all(r["parity/odd_share"] in (0.0, 0.5, 1.0) for r in records[1:])
 
 
 def test_a_share_of_the_steered_games_starts_on_the_parity_asked() -> None:

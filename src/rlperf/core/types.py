@@ -120,6 +120,19 @@ class Rollout:
     def num_envs(self) -> int:
         return self.rewards_TN.shape[1]
 
+    def odd_parity_share(self) -> float | None:
+        """The share of this rollout's steps whose game is on odd frames, among the steps
+        whose parity is known (None when none is). Each env gives one step per step, so this
+        is the share of envs playing the odd-frame game: longer games hold their envs longer,
+        so the parity whose games last longer gets more of the data."""
+        if self.frame_parity_TN is None:
+            return None
+        known = self.frame_parity_TN >= 0
+        count = int(known.sum())
+        if count == 0:
+            return None
+        return float((self.frame_parity_TN == 1).sum()) / count
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Rollout:
         """The same rollout with every tensor on ``device`` (no copy when already there)."""
         return Rollout(

@@ -106,6 +106,9 @@ class RolloutDriver(ABC):
             metrics = learner.learn(batch)
         with timer.phase("update"):
             self.sync_weights()
+        odd_share = batch.odd_parity_share()
+        if odd_share is not None:
+            metrics = {**metrics, "parity/odd_share": odd_share}
         return Iteration(batch.num_steps * batch.num_envs, episodes, metrics)
 
 
