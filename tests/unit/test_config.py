@@ -129,11 +129,6 @@ def run_cli(capsys, *argv):
             "not subprocess",
         ),
         (
-            ["--runner", "subprocess", "env.start_parity=balanced"],
-            "env.start_parity=balanced needs runner inproc (its envs in the training process), "
-            "not subprocess",
-        ),
-        (
             ["--engine", "envpool", "ppo.parity_balance_gap=5"],
             "ppo.parity_balance_gap needs an engine that tells each game's frame parity "
             "(gymnasium, ale-vector), not envpool",

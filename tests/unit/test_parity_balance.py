@@ -14,7 +14,6 @@ from rlperf.core.optim import LocalGradientStep
 from rlperf.core.types import Progress, Rollout
 from rlperf.envs.atari import AtariEnv
 from rlperf.envs.base import EpisodeEnd
-from rlperf.envs.make import make_vector_env
 from rlperf.envs.vector import SyncVectorEnv
 from rlperf.models.catalog import build_model
 from rlperf.runners.collector import RolloutCollector
@@ -194,27 +193,3 @@ def test_a_restored_vector_env_reports_its_games_parities() -> None:
     assert np.array_equal(fresh.step(np.zeros(4, dtype=np.int64)).frame_parity, parity)
     envs.close()
     fresh.close()
-
-
-def test_balanced_envs_keep_half_their_games_on_each_parity() -> None:
-    # Games cut every 8 steps (a step limit, no lives): every env starts a new game together.
-    cfg = EnvConfig(
-        id="ALE/Pong-v5", num_envs=4, start_parity="balanced", episodic_life=False,
-        max_episode_steps=8,
-    )  # fmt: skip
-    unbalanced = SyncVectorEnv([AtariEnv(cfg, 64, seed=i) for i in range(4)])
-    unbalanced.reset(seed=11)
-    assert unbalanced.step(np.zeros(4, dtype=np.int64)).frame_parity.tolist() == [1, 1, 1, 1]
-    envs = make_vector_env(cfg, 64, seed=0)
-    envs.reset(seed=11)  # the same no-ops: all four would start on odd frames
-    restarts = 0
-    for _ in range(20):
-        step = envs.step(np.zeros(4, dtype=np.int64))
-        restarts += int(step.truncations.sum())
-        assert sorted(step.frame_parity.tolist()) == [0, 0, 1, 1]
-    assert restarts == 8  # two rounds of new games, each kept half and half
-    evaluation = make_vector_env(cfg, 64, seed=0, training=False)
-    evaluation.reset(seed=11)  # evaluation games start as the no-ops fall
-    assert evaluation.step(np.zeros(4, dtype=np.int64)).frame_parity.tolist() == [1, 1, 1, 1]
-    for vec in (unbalanced, envs, evaluation):
-        vec.close()

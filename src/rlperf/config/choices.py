@@ -19,7 +19,7 @@ ScheduleBudget = Literal["total_timesteps", "wall_time_s", "wall_time_steps"]
 Activation = Literal["relu", "elu", "leaky_relu"]
 NanPolicy = Literal["raise", "skip_update", "warn", "none"]
 AdvantageScope = Literal["minibatch", "batch"]
-FrameParity = Literal["any", "even", "odd", "lagging", "balanced"]
+FrameParity = Literal["any", "even", "odd", "lagging"]
 
 FAULT_SITES: tuple[str, ...] = typing.get_args(FaultSite)
 """Where ``env.fault_at`` injects crashes: in ``step``, in ``reset`` or in both."""

@@ -91,10 +91,8 @@ class AtariEnv:
         self._pool = cfg.max_pool and cfg.frameskip >= 2
         self._pool_frames = cfg.max_pool_frames if self._pool else 1
         self._mark_parity = cfg.mark_frame_parity
-        # lagging and balanced: as any until the run or the vector env steers it (start_on)
-        self._start_parity = {"any": None, "even": 0, "odd": 1, "lagging": None, "balanced": None}[
-            cfg.start_parity
-        ]
+        # lagging: as any until the run steers it (start_on)
+        self._start_parity = {"any": None, "even": 0, "odd": 1, "lagging": None}[cfg.start_parity]
         self._start_parity_share = 1.0
         self._sticky = float(cfg.repeat_action_probability)
         self._noop_max = cfg.noop_max

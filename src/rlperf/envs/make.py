@@ -170,8 +170,7 @@ def make_vector_env(
     ``first_env + i``."""
     validate_env_id(cfg.id)
     return SyncVectorEnv(
-        [make_env(cfg, dim, seed + i, training, first_env + i) for i in range(cfg.num_envs)],
-        balance_parities=training and cfg.start_parity == "balanced",
+        [make_env(cfg, dim, seed + i, training, first_env + i) for i in range(cfg.num_envs)]
     )
 
 

@@ -73,10 +73,8 @@ class SyncVectorEnv:
     observations must copy them (the rollout buffer does exactly that, once).
     """
 
-    def __init__(self, envs: Sequence[SingleEnv], balance_parities: bool = False) -> None:
-        """Take ownership of ``envs`` (all built from the same config). ``balance_parities``
-        (``env.start_parity=balanced``, Atari envs): each new game starts on the frame parity
-        fewer of the other envs are playing, so the envs stay half on each."""
+    def __init__(self, envs: Sequence[SingleEnv]) -> None:
+        """Take ownership of ``envs`` (all built from the same config)."""
         if not envs:
             raise ValueError("SyncVectorEnv needs at least one env")
         self.envs: list[SingleEnv] = list(envs)
@@ -90,12 +88,10 @@ class SyncVectorEnv:
         self._parity: np.ndarray | None = (
             np.zeros(self.num_envs, dtype=np.int8) if None not in self._frame_numbers else None
         )
-        self._balance = balance_parities and self._parity is not None
 
     def reset(self, seed: int) -> np.ndarray:
         """Reset every env, env ``i`` with ``seed + i``; returns the observation buffer."""
         for i, env in enumerate(self.envs):
-            self._balance_start(i, started=i)
             self._obs[i] = env.reset(seed=seed + i)
             self._note_parity(i)
         return self._obs
@@ -125,7 +121,6 @@ class SyncVectorEnv:
                     truncations[i] = truncated
                     if truncated and not terminated:
                         final_obs[i] = obs.copy()  # env.step returns a buffer reset() overwrites
-                    self._balance_start(i, started=self.num_envs)
                     obs = env.reset()
                     self._note_parity(i)
                 obs_buffer[i] = obs
@@ -141,20 +136,6 @@ class SyncVectorEnv:
         no-ops fall; see :meth:`~rlperf.envs.atari.AtariEnv.start_on`). Atari envs only."""
         for env in self.envs:
             env.start_on(parity, share)  # type: ignore[attr-defined]
-
-    def _balance_start(self, i: int, started: int) -> None:
-        """``balance_parities``: point env ``i``'s next game at the parity that fewer of the
-        games in envs ``0..started-1`` (other than ``i``) are on; on a tie, as the no-ops fall.
-        Kept even by the envs rather than by the games started, because a game that lasts
-        longer holds its env, and its parity's share of the data, longer."""
-        if not self._balance:
-            return
-        assert self._parity is not None
-        others = [int(p) for j, p in enumerate(self._parity[:started]) if j != i]
-        odd = sum(others)
-        even = len(others) - odd
-        parity = None if odd == even else int(odd < even)
-        self.envs[i].start_on(parity)  # type: ignore[attr-defined]
 
     def _note_parity(self, i: int) -> None:
         """Record the frame parity of the game env ``i`` has just started (Atari envs)."""

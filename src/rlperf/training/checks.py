@@ -196,13 +196,12 @@ def _check_value_head(cfg: RunConfig) -> None:
 def _check_parity_levers(cfg: RunConfig) -> None:
     """``ppo.parity_balance_gap`` tags every sample with its game's frame parity: that needs
     an engine that knows it, a skip that keeps a game on one parity, and the runner whose
-    rollouts carry the tags to the learner. ``env.start_parity=lagging`` and ``balanced``
-    steer the envs of the training process (their engine and skip are ``check_env``'s)."""
-    steered = cfg.env.start_parity in ("lagging", "balanced")
-    if steered and cfg.runner.name != "inproc":
+    rollouts carry the tags to the learner. ``env.start_parity=lagging`` steers the envs of
+    the training process (its engine and skip are ``check_env``'s)."""
+    if cfg.env.start_parity == "lagging" and cfg.runner.name != "inproc":
         raise ConfigError(
-            f"env.start_parity={cfg.env.start_parity} needs runner inproc (its envs in the "
-            f"training process), not {cfg.runner.name}"
+            f"env.start_parity=lagging needs runner inproc (its envs in the training "
+            f"process), not {cfg.runner.name}"
         )
     if cfg.algo != "ppo" or cfg.ppo.parity_balance_gap is None:
         return
