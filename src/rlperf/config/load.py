@@ -210,6 +210,16 @@ def get_key(cfg: RunConfig, key: str) -> Any:
     return node
 
 
+def changed_keys(before: RunConfig, after: RunConfig) -> dict[str, list[Any]]:
+    """Each dotted key whose value differs from ``before`` to ``after``: [old, new]."""
+    changes: dict[str, list[Any]] = {}
+    for key, _, _ in iter_fields():
+        old, new = get_key(before, key), get_key(after, key)
+        if old != new:
+            changes[key] = [old, new]
+    return changes
+
+
 def set_key(cfg: RunConfig, key: str, value: Any) -> None:
     """Set dotted ``key`` (e.g. ``ppo.learning_rate``) on ``cfg``; dashes count as underscores,
     and the old spellings in ``KEY_ALIASES`` mean their new keys."""

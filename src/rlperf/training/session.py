@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from rlperf.config.load import dump_run_config
+from rlperf.config.load import changed_keys, dump_run_config, load_config_file
 from rlperf.config.schema import RunConfig
 from rlperf.core import distributed
 from rlperf.core.autoprecision import PrecisionChoice
@@ -234,6 +234,8 @@ class TrainingSession:
         self.target_reached: dict[str, Any] | None = None
         self.branches: list[dict[str, Any]] = []
         """Where a resume with another seed forked this run's random draws (oldest first)."""
+        self.fork: dict[str, Any] | None = None
+        """This resume's entry in ``branches`` (None: not a fork)."""
         if self.resume_state is not None:
             self._restore(self.resume_state)
 
@@ -272,14 +274,13 @@ class TrainingSession:
         (sticky actions, no-op starts) goes on from the checkpoint where the engine
         snapshots its games (otherwise they restart, as on any resume)."""
         seed_everything(self.draw_seed)
-        self.branches.append(
-            {
-                "from_seed": saved_seed,
-                "seed": self.cfg.seed,
-                "iteration": self.iteration,
-                "env_steps": self.env_steps,
-            }
-        )
+        self.fork = {
+            "from_seed": saved_seed,
+            "seed": self.cfg.seed,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+        }
+        self.branches.append(self.fork)
 
     def _checkpoint_state(self) -> dict[str, Any]:
         return {
@@ -486,6 +487,13 @@ class TrainingSession:
         if main and self.restart:
             self._start_over()
         if main:
+            if self.fork is not None:
+                # What else the fork changed, beside the seed: a branch that also sets a knob
+                # is another experiment than one that only draws again.
+                before = load_config_file(self.run_dir / "config.yaml")
+                changed = changed_keys(before, self.cfg)
+                changed.pop("seed", None)
+                self.fork["changed"] = changed
             atomic_write_text(self.run_dir / "config.yaml", dump_run_config(self.cfg))
             _write_json(self.run_dir / "manifest.json", self._manifest("running", started))
             if self.resume_state is not None:
