@@ -159,7 +159,7 @@ class ModelConfig(Section):
     vf_torso_grad_scale: Fraction = 1.0
     """With a shared torso, the factor on the value loss's gradient where it enters the torso: 1 = plain sharing; 0 = the value head learns on the policy's features without shaping them (Phasic Policy Gradient's detached value head), at no cost in speed, unlike separate towers; between, a weaker pull. Actor-critic algorithms only."""
     hidden_sizes: list[int] | None = None
-    """MLP hidden layer sizes; unset = the model's default (mlp: 64, 64)."""
+    """MLP hidden layer sizes; for nature and nips one size, the dense layer after the convs (SB3's features_dim); unset = the model's default (mlp: 64, 64; nature 512; nips 256). Not for thesis-N."""
     activation: Activation = "relu"
     """Activation of the image models' layers (nature, nips, thesis-N): relu; elu (rl_games' Atari choice) or leaky_relu (slope 0.01), whose negative sides keep a gradient so that a unit pushed below zero on every frame can come back (on Pong only ELU's did; feature models use tanh)."""
     zero_sum_first_layer: bool = False

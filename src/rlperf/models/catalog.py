@@ -156,6 +156,16 @@ def check_model_settings(cfg: ModelConfig, name: str) -> None:
             f"model.vf_torso_grad_scale applies to a shared convolutional or mlp torso, not to "
             f"{name} as configured; set model.vf_share_layers=true or leave the scale at 1"
         )
+    if cfg.hidden_sizes is not None and spec.kind == "conv":
+        raise ConfigError(
+            f"model.hidden_sizes applies to the mlp, nature and nips models, not {name} "
+            "(its layers are the thesis's conv filters)"
+        )
+    if cfg.hidden_sizes is not None and spec.kind == "nature" and len(cfg.hidden_sizes) != 1:
+        raise ConfigError(
+            f"model.hidden_sizes for {name} is one size, the dense layer after its convs "
+            f"(got {cfg.hidden_sizes})"
+        )
     if spec.kind == "mlp" and cfg.zero_sum_first_layer:
         raise ConfigError(
             f"model.zero_sum_first_layer applies to the image models; {name} has no conv layer"
@@ -226,11 +236,13 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
 
         def torso() -> tuple[nn.Module, int]:
             if spec.kind == "nature":
-                sizes = (
+                sizes: dict = (
                     {"convs": spec.conv_filters, "hidden": spec.hidden_sizes[0]}
                     if spec.conv_filters
                     else {}
                 )
+                if cfg.hidden_sizes:  # one size: check_model_settings holds it to that
+                    sizes["hidden"] = cfg.hidden_sizes[0]
                 t: nn.Module = NatureTorso(
                     channels,
                     (h, w),
