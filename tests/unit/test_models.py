@@ -248,3 +248,16 @@ def test_hidden_sizes_sets_the_dense_layer_of_the_image_models_and_only_theirs()
         ConfigError, match=r"applies to the mlp, nature and nips models, not thesis-1"
     ):
         check_model_settings(ModelConfig(name="thesis-1", hidden_sizes=[64]), "thesis-1")
+
+
+def test_conv_channels_set_each_conv_of_the_image_models_and_only_theirs():
+    nips = build_model(ModelConfig(name="nips", conv_channels=[32, 64]), (4, 64, 64), 6)
+    convs = [m for m in nips.policy_torso.modules() if isinstance(m, nn.Conv2d)]
+    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [
+        (32, (8, 8), (4, 4)),
+        (64, (4, 4), (2, 2)),
+    ]  # the nips kernels and strides, twice its 16 and 32 channels
+    with pytest.raises(ConfigError, match=r"model.conv_channels for nature is 3 positive"):
+        check_model_settings(ModelConfig(name="nature", conv_channels=[32, 64]), "nature")
+    with pytest.raises(ConfigError, match=r"applies to the nature and nips models, not mlp"):
+        check_model_settings(ModelConfig(name="mlp", conv_channels=[8]), "mlp")

@@ -160,6 +160,8 @@ class ModelConfig(Section):
     """With a shared torso, the factor on the value loss's gradient where it enters the torso: 1 = plain sharing; 0 = the value head learns on the policy's features without shaping them (Phasic Policy Gradient's detached value head), at no cost in speed, unlike separate towers; between, a weaker pull. Actor-critic algorithms only."""
     hidden_sizes: list[int] | None = None
     """MLP hidden layer sizes; for nature and nips one size, the dense layer after the convs (SB3's features_dim); unset = the model's default (mlp: 64, 64; nature 512; nips 256). Not for thesis-N."""
+    conv_channels: list[int] | None = None
+    """nature and nips: the output channels of each conv, kernels and strides kept (nature 3 convs, default 32, 64, 64; nips 2, default 16, 32)."""
     activation: Activation = "relu"
     """Activation of the image models' layers (nature, nips, thesis-N): relu; elu (rl_games' Atari choice) or leaky_relu (slope 0.01), whose negative sides keep a gradient so that a unit pushed below zero on every frame can come back (on Pong only ELU's did; feature models use tanh)."""
     zero_sum_first_layer: bool = False

@@ -10,7 +10,7 @@ from torch import nn
 from rlperf.config.schema import EnvConfig, ModelConfig
 from rlperf.core.errors import ConfigError
 from rlperf.envs.facts import EnvFacts, env_facts
-from rlperf.models.conv import NIPS_CNN, ConvTorso, NatureTorso
+from rlperf.models.conv import NATURE_CNN, NIPS_CNN, ConvTorso, NatureTorso
 from rlperf.models.policy import ActorCritic
 
 
@@ -166,6 +166,17 @@ def check_model_settings(cfg: ModelConfig, name: str) -> None:
             f"model.hidden_sizes for {name} is one size, the dense layer after its convs "
             f"(got {cfg.hidden_sizes})"
         )
+    if cfg.conv_channels is not None:
+        convs = spec.conv_filters or NATURE_CNN
+        if spec.kind != "nature":
+            raise ConfigError(
+                f"model.conv_channels applies to the nature and nips models, not {name}"
+            )
+        if len(cfg.conv_channels) != len(convs) or min(cfg.conv_channels) < 1:
+            raise ConfigError(
+                f"model.conv_channels for {name} is {len(convs)} positive channel counts, one per "
+                f"conv (got {cfg.conv_channels})"
+            )
     if spec.kind == "mlp" and cfg.zero_sum_first_layer:
         raise ConfigError(
             f"model.zero_sum_first_layer applies to the image models; {name} has no conv layer"
@@ -243,6 +254,14 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                 )
                 if cfg.hidden_sizes:  # one size: check_model_settings holds it to that
                     sizes["hidden"] = cfg.hidden_sizes[0]
+                if cfg.conv_channels:  # one per conv: checked likewise
+                    convs = spec.conv_filters or NATURE_CNN
+                    sizes["convs"] = [
+                        [channels_out, kernel, stride]
+                        for channels_out, (_, kernel, stride) in zip(
+                            cfg.conv_channels, convs, strict=True
+                        )
+                    ]
                 t: nn.Module = NatureTorso(
                     channels,
                     (h, w),
