@@ -238,10 +238,8 @@ def test_vf_torso_grad_scale_needs_a_shared_torso():
 def test_hidden_sizes_sets_the_dense_layer_of_the_image_models_and_only_theirs():
     nips = build_model(ModelConfig(name="nips", hidden_sizes=[512]), (4, 64, 64), 6)
     assert nips.logits_head.weight.shape == (6, 512)  # the default nips layer has 256
-    assert build_model(ModelConfig(name="nips"), (4, 64, 64), 6).logits_head.weight.shape == (
-        6,
-        256,
-    )
+    default = build_model(ModelConfig(name="nips"), (4, 64, 64), 6)
+    assert default.logits_head.weight.shape == (6, 256)
     with pytest.raises(ConfigError, match=r"model.hidden_sizes for nips is one size"):
         check_model_settings(ModelConfig(name="nips", hidden_sizes=[256, 256]), "nips")
     with pytest.raises(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
@@ -31,6 +32,11 @@ class ModelSpec:
     lstm_size: int = 0
     """mlp: an LSTM of this many units after the hidden layers (0 = none); such a model acts
     step by step with a state, which only the hogwild runner does."""
+
+    @property
+    def image_convs(self) -> tuple | list:
+        """nature: the convs it builds (its own ``conv_filters``, else Nature-CNN's)."""
+        return self.conv_filters or NATURE_CNN
 
     @property
     def observation(self) -> str:
@@ -167,7 +173,7 @@ def check_model_settings(cfg: ModelConfig, name: str) -> None:
             f"(got {cfg.hidden_sizes})"
         )
     if cfg.conv_channels is not None:
-        convs = spec.conv_filters or NATURE_CNN
+        convs = spec.image_convs
         if spec.kind != "nature":
             raise ConfigError(
                 f"model.conv_channels applies to the nature and nips models, not {name}"
@@ -247,7 +253,7 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
 
         def torso() -> tuple[nn.Module, int]:
             if spec.kind == "nature":
-                sizes: dict = (
+                sizes: dict[str, Any] = (
                     {"convs": spec.conv_filters, "hidden": spec.hidden_sizes[0]}
                     if spec.conv_filters
                     else {}
@@ -255,11 +261,10 @@ def build_model(cfg: ModelConfig, obs_shape: tuple[int, ...], num_actions: int) 
                 if cfg.hidden_sizes:  # one size: check_model_settings holds it to that
                     sizes["hidden"] = cfg.hidden_sizes[0]
                 if cfg.conv_channels:  # one per conv: checked likewise
-                    convs = spec.conv_filters or NATURE_CNN
                     sizes["convs"] = [
                         [channels_out, kernel, stride]
                         for channels_out, (_, kernel, stride) in zip(
-                            cfg.conv_channels, convs, strict=True
+                            cfg.conv_channels, spec.image_convs, strict=True
                         )
                     ]
                 t: nn.Module = NatureTorso(
