@@ -18,15 +18,14 @@ Reads metrics.jsonl only.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from pong_climb import read_records
 
-def read_records(run: Path) -> list[dict]:
+
+def share_records(run: Path) -> list[dict]:
     """The run's records that carry a share (runs from before the record have none)."""
-    with open(run / "metrics.jsonl") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [r for r in rows if r.get("parity/odd_share") is not None]
+    return [r for r in read_records(run) if r.get("parity/odd_share") is not None]
 
 
 def leading_parity(rows: list[dict]) -> int | None:
@@ -59,7 +58,7 @@ def main() -> None:
     parser.add_argument("--stretch", type=int, nargs=2, metavar=("A", "B"))
     args = parser.parse_args()
     for run in args.runs:
-        rows = read_records(run)
+        rows = share_records(run)
         if not rows:
             raise SystemExit(f"{run}: no record carries parity/odd_share")
         print(f"{run}")

@@ -34,7 +34,7 @@ from rlperf.core.checkpoint import load_checkpoint, save_checkpoint
 from rlperf.models.catalog import build_model
 
 
-def grow(old: torch.Tensor, fresh: torch.Tensor, fill: torch.Tensor | None = None) -> torch.Tensor:
+def grow(old: torch.Tensor, fresh: torch.Tensor, fill: float | None = None) -> torch.Tensor:
     """``old`` in the leading corner of a tensor shaped like ``fresh``: new output units
     (rows past ``old``'s) take ``fresh``'s values (or ``fill``), and old units take 0 from new
     inputs (columns past ``old``'s), so that nothing new reaches what the old units compute."""
@@ -43,7 +43,7 @@ def grow(old: torch.Tensor, fresh: torch.Tensor, fill: torch.Tensor | None = Non
         if old.dim() > 1:
             grown[: old.shape[0], old.shape[1] :] = 0
     else:  # an optimizer moment: every new entry alike
-        grown = torch.full_like(fresh, float(fill))
+        grown = torch.full_like(fresh, fill)
     grown[tuple(slice(0, n) for n in old.shape)] = old
     return grown
 
@@ -62,8 +62,10 @@ def widen(state: dict, fresh: dict[str, torch.Tensor]) -> list[str]:
             raise SystemExit(f"{key}: {tuple(template.shape)} is narrower than {tuple(old.shape)}")
         policy[key] = grow(old, template)
         slot = moments[str(index)]  # the optimizer holds the parameters in the model's order
-        slot["exp_avg"] = grow(slot["exp_avg"], template, fill=torch.tensor(0.0))
-        slot["exp_avg_sq"] = grow(slot["exp_avg_sq"], template, fill=slot["exp_avg_sq"].mean())
+        slot["exp_avg"] = grow(slot["exp_avg"], template, fill=0.0)
+        slot["exp_avg_sq"] = grow(
+            slot["exp_avg_sq"], template, fill=slot["exp_avg_sq"].mean().item()
+        )
         grown.append(key)
     return grown
 
