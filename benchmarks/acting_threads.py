@@ -21,7 +21,6 @@ import platform
 import statistics
 import time
 
-import numpy as np
 import torch
 
 from rlperf.config.load import apply_dict, load_preset
