@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlperf.core.openmp_spin import SPIN_VAR
 from rlperf.telemetry.system import (
     _THREAD_COUNT_VARS,
     ISA_FLAGS,
@@ -269,6 +270,14 @@ def format_doctor(report: Mapping[str, Any]) -> str:
     thread_rows: list[tuple[str, Any]] = [
         (name, threads.get(name) or "not set") for name in THREAD_ENV_VARS
     ]
+    if threads.get("openmp_spin_set_by") == "rlperf":
+        thread_rows = [
+            (
+                name,
+                f"{value} (set by rlperf: rlperf.core.openmp_spin)" if name == SPIN_VAR else value,
+            )
+            for name, value in thread_rows
+        ]
     thread_rows += [
         ("torch intra-op threads", threads.get("torch_num_threads")),
         ("torch inter-op threads", threads.get("torch_num_interop_threads")),

@@ -21,6 +21,8 @@ from typing import Any
 
 import psutil
 
+from rlperf.core import openmp_spin
+
 ISA_FLAGS: tuple[str, ...] = (
     "avx2",
     "avx512f",
@@ -38,8 +40,11 @@ THREAD_ENV_VARS: tuple[str, ...] = (
     "OPENBLAS_NUM_THREADS",
     "OPENBLAS_CORETYPE",
     "TORCH_NUM_THREADS",
+    "GOMP_SPINCOUNT",
+    "OMP_WAIT_POLICY",
 )
-"""Environment variables that change how many threads the math libraries start."""
+"""Environment variables that change how many threads the math libraries start and how
+their idle threads wait (rlperf sets ``GOMP_SPINCOUNT``: :mod:`rlperf.core.openmp_spin`)."""
 
 # Variables above whose value is a thread count (OPENBLAS_CORETYPE names a CPU type).
 _THREAD_COUNT_VARS = (
@@ -239,10 +244,12 @@ def parse_parallel_info(text: str) -> dict[str, Any]:
 def thread_env() -> dict[str, Any]:
     """Thread-related environment variables and torch's thread settings.
 
-    Keys: each of :data:`THREAD_ENV_VARS` (None when unset), ``torch_num_threads``,
+    Keys: each of :data:`THREAD_ENV_VARS` (None when unset), ``openmp_spin_set_by``
+    (:data:`rlperf.core.openmp_spin.spin_set_by`), ``torch_num_threads``,
     ``torch_num_interop_threads``, ``parallel_backend`` and ``parallel_libraries``.
     """
     info: dict[str, Any] = {name: os.environ.get(name) for name in THREAD_ENV_VARS}
+    info["openmp_spin_set_by"] = openmp_spin.spin_set_by
     try:
         import torch
 
