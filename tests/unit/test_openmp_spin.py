@@ -64,3 +64,15 @@ def test_the_manifest_threads_record_the_spin() -> None:
     assert threads[SPIN_VAR] == os.environ.get(SPIN_VAR)
     assert threads[WAIT_POLICY_VAR] == os.environ.get(WAIT_POLICY_VAR)
     assert threads["openmp_spin_set_by"] in ("rlperf", "environment", None)
+
+
+def test_the_doctor_says_who_set_the_spin() -> None:
+    from rlperf.telemetry.doctor import format_doctor
+
+    def spin_line(set_by: str | None) -> str:
+        threads = {SPIN_VAR: "10000", "openmp_spin_set_by": set_by}
+        text = format_doctor({"threads": threads})
+        return next(line for line in text.splitlines() if SPIN_VAR in line)
+
+    assert spin_line("rlperf").split()[1:] == ["10000", "(set", "by", "rlperf)"]
+    assert spin_line("environment").split()[1:] == ["10000"]

@@ -267,17 +267,14 @@ def format_doctor(report: Mapping[str, Any]) -> str:
         blocks.append(_section("GPUs", gpu_rows))
 
     threads = report.get("threads") or {}
+    by_rlperf = threads.get("openmp_spin_set_by") == "rlperf"
     thread_rows: list[tuple[str, Any]] = [
         (name, threads.get(name) or "not set") for name in THREAD_ENV_VARS
     ]
-    if threads.get("openmp_spin_set_by") == "rlperf":
-        thread_rows = [
-            (
-                name,
-                f"{value} (set by rlperf: rlperf.core.openmp_spin)" if name == SPIN_VAR else value,
-            )
-            for name, value in thread_rows
-        ]
+    thread_rows = [
+        (name, f"{value} (set by rlperf)" if by_rlperf and name == SPIN_VAR else value)
+        for name, value in thread_rows
+    ]
     thread_rows += [
         ("torch intra-op threads", threads.get("torch_num_threads")),
         ("torch inter-op threads", threads.get("torch_num_interop_threads")),
