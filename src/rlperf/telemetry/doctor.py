@@ -269,11 +269,10 @@ def format_doctor(report: Mapping[str, Any]) -> str:
     threads = report.get("threads") or {}
     by_rlperf = threads.get("openmp_spin_set_by") == "rlperf"
     thread_rows: list[tuple[str, Any]] = [
-        (name, threads.get(name) or "not set") for name in THREAD_ENV_VARS
-    ]
-    thread_rows = [
-        (name, f"{value} (set by rlperf)" if by_rlperf and name == SPIN_VAR else value)
-        for name, value in thread_rows
+        (name, f"{threads.get(name)} (set by rlperf)")
+        if by_rlperf and name == SPIN_VAR
+        else (name, threads.get(name) or "not set")
+        for name in THREAD_ENV_VARS
     ]
     thread_rows += [
         ("torch intra-op threads", threads.get("torch_num_threads")),
