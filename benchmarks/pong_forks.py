@@ -5,7 +5,8 @@ checkpoint: the weights, optimizer and counters are the checkpoint's, the draws 
 come from K (the manifest's ``branches`` says where). This prints, for every run folder
 given (or found under a folder given), where it forked, the mean of 100 games there, and
 the env steps from the fork to the first update of PPO's late phase (``ppo.late_phase_*``),
-or where the branch stopped without one; for a fork below a mean of 0, also where the mean
+or where the branch stopped without one (with ``--until stop``: to the run's stop at its
+target, or where it ended without it, with each frame parity's last 10 games there); for a fork below a mean of 0, also where the mean
 reached 0 and the env steps from there to the late phase. Then the median of each group of
 branches (the group is the folder name up to its last ``-``: ``fork-s14-ent0.02-101`` is in
 ``fork-s14-ent0.02``). A run resumed with its own seed has no fork in its manifest; it is read
@@ -41,9 +42,41 @@ def mean100_at(rows: list[dict], env_steps: int) -> float | None:
     return row.get("episode_reward_mean")
 
 
-def branch_line(run: Path, resumed_at: int | None) -> tuple[str, int | None, str]:
-    """(group, env steps from the fork to the late phase or None, the printed line). A run
-    without a fork in its manifest was resumed with its own seed: ``resumed_at`` is where."""
+def stop_line(rows: list[dict], manifest: dict, at: int) -> tuple[int | None, str]:
+    """(env steps from the fork to the run's stop at its target, or None; the printed tail)."""
+    last = rows[-1]
+    end = last["timesteps_total"]
+    games = (
+        f"mean of 100 {last['episode_reward_mean']:.2f}, last 10 games even"
+        f" {last.get('parity/even_reward_mean')} / odd {last.get('parity/odd_reward_mean')}"
+    )
+    if manifest.get("stop_reason") == "target_reward":
+        return (
+            end - at,
+            f"stopped at the target at {end / 1e3:,.0f} k, {(end - at) / 1e3:,.0f} k after ({games})",
+        )
+    return (
+        None,
+        f"no stop at the target by {end / 1e3:,.0f} k ({manifest.get('stop_reason')}; {games})",
+    )
+
+
+def censored_median(steps: list[int | None]) -> str:
+    """The median with runs that never got there counted as the longest: '> last' when the
+    median falls among them."""
+    ranked = sorted(steps, key=lambda s: float("inf") if s is None else s)
+    middle = ranked[(len(ranked) - 1) // 2 : len(ranked) // 2 + 1]
+    if any(s is None for s in middle):
+        return "beyond the last record (over half never got there)"
+    return f"{statistics.median(middle) / 1e3:,.0f} k"
+
+
+def branch_line(
+    run: Path, resumed_at: int | None, until_stop: bool = False
+) -> tuple[str, int | None, str]:
+    """(group, env steps from the fork to the late phase, or with ``until_stop`` to the stop
+    at the target, or None; the printed line). A run without a fork in its manifest was
+    resumed with its own seed: ``resumed_at`` is where."""
     manifest = json.loads((run / "manifest.json").read_text())
     forks = manifest.get("branches") or []
     rows = read_records(run)
@@ -60,9 +93,12 @@ def branch_line(run: Path, resumed_at: int | None) -> tuple[str, int | None, str
             None,
             f"{run.name}: not a branch (no fork in its manifest; a resume with its own seed needs --resumed-at)",
         )
-    late = late_phase_steps(rows)
     head = f"{run.name}: from {at / 1e3:,.0f} k ({how}, mean of 100 {mean100_at(rows, at):.2f}), "
     group = run.name.rsplit("-", 1)[0]
+    if until_stop:
+        steps, tail = stop_line(rows, manifest, at)
+        return group, steps, head + tail
+    late = late_phase_steps(rows)
     if late is None or late <= at:
         end = rows[-1]["timesteps_total"]
         return (
@@ -91,7 +127,14 @@ def main() -> None:
         type=int,
         help="where runs without a fork resumed (default: the branches' fork point, if one)",
     )
+    parser.add_argument(
+        "--until",
+        choices=("late-phase", "stop"),
+        default="late-phase",
+        help="measure from the fork to the late phase (default) or to the stop at the target",
+    )
     args = parser.parse_args()
+    until_stop = args.until == "stop"
     runs: list[Path] = []
     for folder in args.folders:
         if not folder.is_dir():
@@ -105,16 +148,16 @@ def main() -> None:
     resumed_at = args.resumed_at or (next(iter(fork_points)) if len(fork_points) == 1 else None)
     groups: dict[str, list[int | None]] = {}
     for run in runs:
-        group, steps, line = branch_line(run, resumed_at)
+        group, steps, line = branch_line(run, resumed_at, until_stop)
         print(line)
         if group:
             groups.setdefault(group, []).append(steps)
+    goal = "the stop at the target" if until_stop else "the late phase"
     for group, steps in groups.items():
-        left = [s for s in steps if s is not None]
-        median = (
-            f"{statistics.median(left) / 1e3:,.0f} k" if len(left) == len(steps) else "not all left"
+        print(
+            f"{group}: {len(steps)} branch(es), {sum(s is not None for s in steps)} got there;"
+            f" median {censored_median(steps)} from the fork to {goal}"
         )
-        print(f"{group}: {len(steps)} branch(es), median {median} from the fork to the late phase")
     if args.original:
         late = late_phase_steps(read_records(args.original))
         for at in sorted(fork_points):
