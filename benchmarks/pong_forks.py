@@ -5,9 +5,10 @@ checkpoint: the weights, optimizer and counters are the checkpoint's, the draws 
 come from K (the manifest's ``branches`` says where). This prints, for every run folder
 given (or found under a folder given), where it forked, the mean of 100 games there, and
 the env steps from the fork to the first update of PPO's late phase (``ppo.late_phase_*``),
-or where the branch stopped without one (with ``--until stop``: to the run's stop at its
-target, or where it ended without it, with each frame parity's last 10 games there); for a fork below a mean of 0, also where the mean
-reached 0 and the env steps from there to the late phase. Then the median of each group of
+or where the branch stopped without one; for a fork below a mean of 0, also where the mean
+reached 0 and the env steps from there to the late phase. With ``--until stop``, instead: the
+env steps from the fork to the run's stop at its target, or where it ended without it, with
+the mean of 100 and each frame parity's last 10 games there. Then the median of each group of
 branches (the group is the folder name up to its last ``-``: ``fork-s14-ent0.02-101`` is in
 ``fork-s14-ent0.02``). A run resumed with its own seed has no fork in its manifest; it is read
 from the branches' fork point (the same checkpoint; its games restart, as on any resume, so it
@@ -61,13 +62,13 @@ def stop_line(rows: list[dict], manifest: dict, at: int) -> tuple[int | None, st
     )
 
 
-def censored_median(steps: list[int | None]) -> str:
-    """The median with runs that never got there counted as the longest: '> last' when the
-    median falls among them."""
+def median_with_misses(steps: list[int | None]) -> str:
+    """The median with branches that never got there (None) ranked as the longest; when the
+    median falls among those, it says so instead of giving a number."""
     ranked = sorted(steps, key=lambda s: float("inf") if s is None else s)
     middle = ranked[(len(ranked) - 1) // 2 : len(ranked) // 2 + 1]
     if any(s is None for s in middle):
-        return "beyond the last record (over half never got there)"
+        return "beyond the last record (at least half never got there)"
     return f"{statistics.median(middle) / 1e3:,.0f} k"
 
 
@@ -156,7 +157,7 @@ def main() -> None:
     for group, steps in groups.items():
         print(
             f"{group}: {len(steps)} branch(es), {sum(s is not None for s in steps)} got there;"
-            f" median {censored_median(steps)} from the fork to {goal}"
+            f" median {median_with_misses(steps)} from the fork to {goal}"
         )
     if args.original:
         late = late_phase_steps(read_records(args.original))
