@@ -95,8 +95,10 @@ def _train_on_the_cluster(two_nodes, runs_root: Path, name: str, *keys: str) -> 
 
 def test_ppo_on_two_nodes_survives_an_actor_kill(two_nodes, runs_root: Path) -> None:
     run_dir = runs_root / "kill"
+    # 40 iterations: the kill comes after the third, and the rebuilt actor then serves most
+    # of the run (every iteration's lag is checked below).
     proc = _train_on_the_cluster(
-        two_nodes, runs_root, "kill", "stop.iterations=150", "runner.max_worker_restarts=2"
+        two_nodes, runs_root, "kill", "stop.iterations=40", "runner.max_worker_restarts=2"
     )
     victim = _kill_one_actor(proc, run_dir)
     two_nodes.note_processes()
@@ -104,7 +106,7 @@ def test_ppo_on_two_nodes_survives_an_actor_kill(two_nodes, runs_root: Path) -> 
     assert proc.returncode == 0, err
     assert re.search(rf"ray actor {victim['index']} .*restart 1 of at most 2", err), err
     rows = read_metrics(run_dir)
-    assert [r["iteration"] for r in rows] == list(range(1, 151))
+    assert [r["iteration"] for r in rows] == list(range(1, 41))
     last = rows[-1]
     assert last["sys/worker_restarts"] == 1, err
     assert last["sys/live_workers"] == 2
@@ -146,7 +148,7 @@ def test_ignore_worker_failures_continues_with_fewer_actors(two_nodes, runs_root
         two_nodes,
         runs_root,
         "fewer",
-        "stop.iterations=120",
+        "stop.iterations=40",
         "runner.restart_failed_workers=false",
         "runner.ignore_worker_failures=true",
     )
@@ -155,7 +157,7 @@ def test_ignore_worker_failures_continues_with_fewer_actors(two_nodes, runs_root
     assert proc.returncode == 0, err
     assert "continuing with 1 actors" in err
     rows = read_metrics(run_dir)
-    assert len(rows) == 120
+    assert len(rows) == 40
     assert rows[0]["sys/live_workers"] == 2
     assert rows[-1]["sys/live_workers"] == 1
     assert rows[-1]["sys/worker_restarts"] == 0

@@ -13,6 +13,8 @@ from rlperf.report.bench_stats import (
     improvement_probabilities,
     interval_metrics,
     probability_of_improvement,
+    score_distribution,
+    seeded,
 )
 from rlperf.studies.bench import SUITES
 
@@ -112,6 +114,29 @@ def test_probability_of_improvement_is_rliables_to_the_last_bit() -> None:
         assert np.array_equal(ours, theirs, equal_nan=True), (x, y, ours, theirs)
     assert np.isnan(probability_of_improvement(*cases[-1]))  # NaN propagates, as in scipy
     assert probability_of_improvement(cases[-1][0][:, :1], cases[-1][1][:, :1]) == 0.625
+
+
+def test_score_distribution_is_rliables_to_the_last_bit() -> None:
+    from rliable import library
+
+    rng = np.random.default_rng(7)
+    taus = np.linspace(-1.0, 2.0, 101)
+    cases = [rng.normal(0.5, 1.0, (3, 5)), rng.normal(size=(7, 1)), rng.normal(size=(2, 5, 2))]
+    cases += [np.array([[0.0, 1.0], [taus[3], np.nan], [np.inf, -np.inf]])]  # at a tau; NaN
+    for scores in cases:
+        ours, theirs = score_distribution(scores, taus), library.score_distributions(scores, taus)
+        assert np.array_equal(ours, theirs), (scores, ours, theirs)
+    # through the bootstrap: the same profile and band as rliable's own profile function
+    scores = {"a": cases[0], "b": rng.normal(0.0, 1.0, (3, 5))}
+    with seeded():
+        ours = library.create_performance_profile(
+            scores, taus, custom_profile_func=score_distribution, reps=200
+        )
+    with seeded():
+        theirs = library.create_performance_profile(scores, taus, reps=200)
+    for name in scores:
+        assert np.array_equal(ours[0][name], theirs[0][name])
+        assert np.array_equal(ours[1][name], theirs[1][name])
 
 
 def test_aggregates_are_reproducible_and_leave_numpys_generator_alone() -> None:

@@ -1,7 +1,8 @@
 """Aggregate benchmark statistics with rliable (Agarwal et al. 2021, "Deep Reinforcement
 Learning at the Edge of the Statistical Precipice", NeurIPS): rliable's bootstraps, metrics
-and profiles, with one exception made for speed, the probability of improvement's count of
-pairs (:func:`probability_of_improvement`, held equal to rliable's by a test).
+and profiles, with two exceptions made for speed, each held equal to rliable's by a test: the
+probability of improvement's count of pairs (:func:`probability_of_improvement`) and the
+profile's shares at every threshold at once (:func:`score_distribution`).
 
 For each preset a score matrix of ``seeds x games`` goes in; out come the interquartile
 mean (IQM), median and mean with 95 % stratified-bootstrap confidence intervals (runs
@@ -104,6 +105,16 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.float64:
     return np.mean(per_game)
 
 
+def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """rliable's score distribution (``library.score_distributions``), the same numbers: the
+    share of all runs on all games scoring above each threshold in ``taus``.
+
+    rliable computes it one threshold at a time through ``np.vectorize``: 101 thresholds in
+    each of a bootstrap's 2,000 resamples are 202,000 Python calls per preset, 4.5 s of a
+    two-preset report. Comparing every score with every threshold at once is one call."""
+    return np.mean(scores.reshape(-1, 1) > np.asarray(taus).reshape(1, -1), axis=0)
+
+
 def _improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array([probability_of_improvement(x, y)])
 
@@ -173,6 +184,10 @@ def aggregate(
     out.taus = profile_taus(scores, normalised)
     with seeded():
         out.profiles, out.profile_bands = library.create_performance_profile(
-            scores, out.taus, reps=reps, confidence_interval_size=CONFIDENCE
+            scores,
+            out.taus,
+            custom_profile_func=score_distribution,
+            reps=reps,
+            confidence_interval_size=CONFIDENCE,
         )
     return out
