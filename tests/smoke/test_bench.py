@@ -141,6 +141,30 @@ def test_killed_bench_resumes_without_rerunning_and_reports(
     poi = tmp_path / "report" / "bench_games__cartpole+cartpole-slow_improvement.csv"
     assert len(poi.read_text().splitlines()) == 3  # both ordered pairs
 
+    # A third seed of one preset joins the bench in its directory; the report holds all five
+    # runs, and the one command added. A budget other than the bench's is refused first.
+    more = [*args[:2], str(tmp_path / "cartpole-slow.yaml"), *args[3 : -len(TINY)]]
+    more += ["--start-seed", "3", *TINY]
+    more[more.index("--seeds") + 1] = "1"
+    other_budget = list(more)
+    other_budget[other_budget.index("--minutes") + 1] = "0.05"
+    before = (out / "bench.json").read_text()
+    assert main(other_budget) == 2
+    err = capsys.readouterr().err
+    assert "holds a bench with --minutes 0.04, no --target, --parallel 1" in err
+    assert "this command gives --minutes 0.05" in err and "another -o DIR" in err
+    assert (out / "bench.json").read_text() == before  # nothing changed
+    assert main(more) == 0
+    joined = json.loads((out / "bench.json").read_text())
+    assert joined["name"] == bench["name"] and joined["command"] == bench["command"]
+    assert len(joined["commands"]) == 2 and "--start-seed 3" in joined["commands"][1]
+    assert joined["presets"] == bench["presets"] and joined["seeds"] == [1, 2, 3]
+    assert len(joined["points"]) == 5 and "cartpole-slow__CartPole-v1__s3" in joined["points"]
+    runs = (tmp_path / "report" / "bench_games__cartpole+cartpole-slow_runs.csv").read_text()
+    assert runs.count("completed") == 5
+    assert len(aggregates.read_text().splitlines()) == 3  # still one row per preset
+    assert "--start-seed 3" in (tmp_path / "report" / "index.html").read_text()
+
 
 @pytest.mark.parametrize(
     ("extra", "message"),

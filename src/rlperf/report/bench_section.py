@@ -162,7 +162,7 @@ def bench_section(bench: BenchData, col: Collection, figure: Figure, tables: Tab
     )
     matrices = bench_matrices(cells)
     sec.items = list(matrices.notes)
-    commands = [bench.command]
+    commands = bench.commands
     sec.figures.append(
         figure(
             f"bench_{bench.name}_curves.png",

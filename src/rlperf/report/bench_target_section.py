@@ -158,7 +158,7 @@ def target_section(
             "interval (band).",
             "per game, two panels of seeds as points per preset with the median and interval",
             runs,
-            commands=[bench.command],
+            commands=bench.commands,
         )
     )
     sec.tables += tables(

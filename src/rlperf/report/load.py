@@ -198,6 +198,15 @@ class BenchData:
         return str(self.spec.get("command") or f"rlperf bench (in {self.path})")
 
     @property
+    def commands(self) -> list[str]:
+        """Every command that gave the bench runs (another preset or more seeds given to
+        its directory later), in order; a bench.json from before the list: its command."""
+        commands = self.spec.get("commands")
+        if isinstance(commands, list) and commands:
+            return [str(c) for c in commands]
+        return [self.command]
+
+    @property
     def points(self) -> dict[str, dict[str, Any]]:
         """Point name -> {preset, game (the env id), seed}, in the bench's order."""
         points = self.spec.get("points")

@@ -14,13 +14,17 @@ own criterion (``stop.target_reward_metric``) reaches R, or at its budget, which
 cap. The report then adds the time to the target per preset and game.
 
 The output directory is a sweep directory plus ``bench.json`` (presets, games, seeds,
-budget, target, the command, and which point is which run), which is how a report
-recognises it.
+budget, target, the commands, and which point is which run), which is how a report
+recognises it. Another command given the same directory adds its runs to the bench (more
+seeds of one preset, another preset, another game): ``bench.json`` then holds every run the
+directory was given, and a budget, target or ``--parallel`` other than the bench's is
+refused, so that every run of a bench stays comparable with every other.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shlex
@@ -134,6 +138,7 @@ class BenchPlan:
         return {
             "name": self.name,
             "command": command,
+            "commands": [command],
             "presets": self.presets,
             "suite": self.suite,
             "games": self.games,
@@ -143,6 +148,77 @@ class BenchPlan:
             "parallel": self.parallel,
             "points": self.points(),
         }
+
+
+COMPARABLE = (("budget_s", "--minutes"), ("target", "--target"), ("parallel", "--parallel"))
+"""What every run of one bench shares (``bench.json``'s key, and the flag that sets it)."""
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A bench directory's ``bench.json``; UserInputError when it is not one rlperf wrote."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserInputError(
+            f"{path} cannot be read as a bench record ({e}); give another -o DIR"
+        ) from e
+    missing = [k for k, _ in COMPARABLE if not isinstance(record, dict) or k not in record]
+    if missing or not isinstance(record.get("points"), dict):
+        raise UserInputError(
+            f"{path} is not a bench record (no {', '.join(missing) or 'points'}); "
+            "give another -o DIR"
+        )
+    return record
+
+
+def extended_record(recorded: dict[str, Any], added: dict[str, Any], where: Path) -> dict[str, Any]:
+    """``bench.json`` once a command's runs (``added``, its :meth:`BenchPlan.record`) join
+    the bench already in ``where`` (``recorded``): every point of both, the presets, games
+    and seeds of both, and each command once. The bench keeps its name and first command.
+
+    UserInputError when ``added`` has another budget, target or ``--parallel``: a run of 10
+    minutes beside runs of 15, or one sharing the CPUs beside runs that had them all, would
+    make the bench's comparisons unfair without a word."""
+    for key, flag in COMPARABLE:
+        if recorded[key] != added[key]:
+            raise UserInputError(
+                f"{where} holds a bench with {_terms(recorded)}; this command gives "
+                f"{_terms(added)}: the runs of one bench share {flag} (give the bench's, or "
+                "another -o DIR)"
+            )
+
+    def union(key: str) -> list[Any]:
+        return list(dict.fromkeys([*recorded.get(key, []), *added[key]]))
+
+    games = union("games")
+    return {
+        **added,
+        "name": recorded.get("name", added["name"]),
+        "command": recorded.get("command", added["command"]),
+        "commands": list(dict.fromkeys([*_commands(recorded), *added["commands"]])),
+        "presets": union("presets"),
+        "suite": recorded.get("suite") if games == recorded.get("games") else ",".join(games),
+        "games": games,
+        "seeds": sorted(set(union("seeds"))),
+        "points": {**recorded["points"], **added["points"]},
+    }
+
+
+def _commands(record: dict[str, Any]) -> list[str]:
+    """The commands that gave runs to a bench (a bench.json from before ``commands``: its
+    one ``command``)."""
+    commands = record.get("commands") or [record.get("command")]
+    return [str(c) for c in commands if c]
+
+
+def _terms(record: dict[str, Any]) -> str:
+    """A record's budget, target and --parallel, as the flags that set them."""
+    target = record["target"]
+    return (
+        f"--minutes {record['budget_s'] / 60:g}, "
+        f"{'no --target' if target is None else f'--target {target:g}'}, "
+        f"--parallel {record['parallel']}"
+    )
 
 
 def _label(text: str) -> str:
@@ -194,7 +270,9 @@ def _parser() -> ArgumentParser:
         "--minutes 10\n"
         "time to target: rlperf bench --presets atari-fast --suite ALE/Pong-v5 --seeds 8 "
         "--minutes 15 --target 17\n"
-        "eight more seeds of it: the same with --start-seed 9",
+        "eight more seeds of it: the same with --start-seed 9\n"
+        "more runs into a bench (another preset, more seeds of one): its -o DIR, with the "
+        "bench's --minutes, --target and --parallel",
         allow_abbrev=False,
     )
     p.add_argument("--presets", required=True, metavar="LIST", help="presets or .yaml files")
@@ -275,26 +353,33 @@ def cmd_bench(argv: Sequence[str], say: Callable[[str], None] | None = None) -> 
                 "--target); it cannot be overridden"
             )
     plan = plan_from_args(args)
+    out = Path(args.output) if args.output else DEFAULT_RUNS / plan.name
+    if (out / LEDGER_FILE).exists() and not (out / BENCH_FILE).exists():
+        raise UserInputError(f"{out} holds a sweep that is not a bench; give another -o DIR")
+    command = shlex.join(["rlperf", "bench", *argv])
+    record = plan.record(command)
+    joins = (out / BENCH_FILE).exists()
+    if joins:  # refused here, before anything is written, when the runs would not compare
+        record = extended_record(read_record(out / BENCH_FILE), record, out)
+        # the runs join the bench's sweep under its name (and its report's directory)
+        plan = dataclasses.replace(plan, name=record["name"])
     spec = plan.spec()
     machine = Machine.detect()
     points = plan_points(spec, overrides, machine)
-    out = Path(args.output) if args.output else DEFAULT_RUNS / plan.name
     report = Path(args.report) if args.report else DEFAULT_REPORTS / plan.name
-    if (out / LEDGER_FILE).exists() and not (out / BENCH_FILE).exists():
-        raise UserInputError(f"{out} holds a sweep that is not a bench; give another -o DIR")
     if args.list:
         states = listed_states(points, out)  # refuses, as a run would, before any output
         say(f"bench {plan.name}: {len(points)} run(s) of {plan.describe()} -> {out}")
-        for name, state in states.items():
-            say(f"  {name}: {state}")
+        for point, state in states.items():
+            say(f"  {point}: {state}")
         return 0
     check_resume(points, out)  # before bench.json is written: a refused bench changes nothing
-    command = shlex.join(["rlperf", "bench", *argv])
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / BENCH_FILE, json.dumps(plan.record(command), indent=2) + "\n")
+    atomic_write_text(out / BENCH_FILE, json.dumps(record, indent=2) + "\n")
     say(
         f"bench {plan.name}: {len(points)} run(s) of {plan.describe()}, "
         f"{plan.parallel} at a time -> {out} ({machine.describe()})"
+        + (f"; the bench there now holds {len(record['points'])} run(s)" if joins else "")
     )
     result = run_sweep(spec, points, out, overrides=overrides, say=say, parallel=plan.parallel)
     if result.interrupted:
