@@ -59,9 +59,9 @@ def test_a_directory_whose_bench_json_is_not_a_bench_is_refused_and_kept(
 ) -> None:
     out = tmp_path / "bench"
     out.mkdir()
+    args = ["bench", "--presets", "cartpole", "--suite", "CartPole-v1", "--minutes", "1"]
     for text, problem in (("{not json", "cannot be read"), ('{"points": {}}', "no budget_s")):
         (out / "bench.json").write_text(text)
-        args = ["bench", "--presets", "cartpole", "--suite", "CartPole-v1", "--minutes", "1"]
         assert main([*args, "-o", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("rlperf: error: ") and problem in err and "\n" not in err

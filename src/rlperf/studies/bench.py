@@ -199,7 +199,7 @@ def extended_record(recorded: dict[str, Any], added: dict[str, Any], where: Path
         "presets": union("presets"),
         "suite": recorded.get("suite") if games == recorded.get("games") else ",".join(games),
         "games": games,
-        "seeds": sorted(set(union("seeds"))),
+        "seeds": sorted({*recorded.get("seeds", []), *added["seeds"]}),
         "points": {**recorded["points"], **added["points"]},
     }
 
