@@ -305,10 +305,17 @@ def after_a_win(games: list[dict]) -> list[str]:
     lines = []
     for (won_on, parity), points in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         nats = [p["entropy_rally"] for p in points if p.get("entropy_rally") is not None]
+        values = [p["value_at_serve"] for p in points if p.get("value_at_serve") is not None]
         lines.append(
             f"after a point won on the {won_on}'s serve, {parity} frames: "
             f"{len(points)} points, {sum(not p['won'] for p in points)} lost"
             + (f", policy entropy in the rally {statistics.median(nats):.2f} nats" if nats else "")
+            # whether the critic tells this serve from the other (a situation it knows is lost)
+            + (
+                f", the critic's median value at the serve {statistics.median(values):.2f}"
+                if values
+                else ""
+            )
         )
     return lines
 
